@@ -1,0 +1,38 @@
+"""Fixtures shared by every suite. Suites keep their own fixtures in their own conftest.py."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that is free on loopback right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def port() -> int:
+    return free_port()
+
+
+@pytest.fixture(scope="session")
+def vectors_dir() -> Path:
+    """The public chain spec vectors of ../shared/testdata (or $CHAINSPEC_VECTORS_DIR)."""
+    env = os.environ.get("CHAINSPEC_VECTORS_DIR")
+    candidates = [Path(env)] if env else []
+    candidates.append(ROOT.parent / "shared" / "testdata" / "chainspecs")
+    for c in candidates:
+        if c.is_dir():
+            return c
+    pytest.skip(
+        "public chain spec vectors not found: expected ../shared/testdata/chainspecs next to the"
+        " project, or a directory in $CHAINSPEC_VECTORS_DIR"
+    )
