@@ -12,7 +12,9 @@ class OpsError(Exception):
 
     exit_code: int = 1
 
-    def __init__(self, message: str, *, hint: str | None = None, exit_code: int | None = None):
+    def __init__(
+        self, message: str, *, hint: str | None = None, exit_code: int | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint

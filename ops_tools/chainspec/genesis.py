@@ -14,7 +14,7 @@ from ops_tools.chainspec.spec import (
     decode_hex,
     raw_storage,
 )
-from ops_tools.chainspec.trie import EMPTY_TRIE_ROOT, trie_root_hex
+from ops_tools.chainspec.trie import EMPTY_TRIE_ROOT, trie_root
 from ops_tools.errors import InputError
 
 
@@ -58,9 +58,8 @@ def state_root_of(storage: RawStorage, state_version: int) -> bytes:
         for child_key, child in storage.children_default.items():
             if not child:
                 continue  # an empty child trie leaves no trace in the top trie
-            prefixed = (CHILD_STORAGE_DEFAULT_PREFIX + bytes.fromhex(child_key)).hex()
-            top[prefixed] = trie_root_hex(child, state_version)
-    return trie_root_hex(top, state_version)
+            top[CHILD_STORAGE_DEFAULT_PREFIX + child_key] = trie_root(child, state_version)
+    return trie_root(top, state_version)
 
 
 def compute_genesis(
@@ -74,9 +73,19 @@ def compute_genesis(
     if spec.kind == "light":
         root = decode_hex(spec.genesis["stateRootHash"], f"{spec.path}: genesis.stateRootHash")
         if len(root) != 32:
-            raise InputError(f"{spec.path}: genesis.stateRootHash must be 32 bytes, got {len(root)}")
+            raise InputError(
+                f"{spec.path}: genesis.stateRootHash must be 32 bytes, got {len(root)}"
+            )
         return GenesisInfo(
-            genesis_hash_from_state_root(root), root, None, None, None, None, None, spec.sha256, "light"
+            genesis_hash_from_state_root(root),
+            root,
+            None,
+            None,
+            None,
+            None,
+            None,
+            spec.sha256,
+            "light",
         )
     storage = raw_storage(spec)
     code = storage.code
@@ -86,7 +95,9 @@ def compute_genesis(
             " runtime cannot be hashed, since the runtime decides the state version"
         )
     runtime = read_runtime_version(code, bomb_limit)
-    version = state_version if state_version is not None else (runtime.state_version if runtime else 0)
+    version = (
+        state_version if state_version is not None else (runtime.state_version if runtime else 0)
+    )
     root = state_root_of(storage, version)
     return GenesisInfo(
         genesis_hash=genesis_hash_from_state_root(root),

@@ -20,7 +20,9 @@ DIGEST_RUNTIME_ENVIRONMENT_UPDATED = 8
 @dataclass(frozen=True)
 class DigestItem:
     kind: int
-    engine: bytes = b""  # 4-byte consensus engine id, e.g. b"aura"; empty for Other/RuntimeEnvUpdated
+    engine: bytes = (
+        b""  # 4-byte consensus engine id, e.g. b"aura"; empty for Other/RuntimeEnvUpdated
+    )
     data: bytes = b""
 
     def encode(self) -> bytes:

@@ -24,15 +24,44 @@ RUNTIME_API_INFO_SIZE = 12
 
 # Names of well-known runtime APIs, so that inspection can show names rather than ids.
 _KNOWN_APIS = [
-    "Core", "Metadata", "BlockBuilder", "TaggedTransactionQueue", "OffchainWorkerApi",
-    "AuraApi", "BabeApi", "GrandpaApi", "SessionKeys", "AccountNonceApi",
-    "TransactionPaymentApi", "TransactionPaymentCallApi", "GenesisBuilder", "BeefyApi",
-    "MmrApi", "AuthorityDiscoveryApi", "ParachainHost", "CollectCollationInfo",
-    "BeefyMmrApi", "NominationPoolsApi", "StakingApi", "DryRunApi", "LocationToAccountApi",
-    "XcmPaymentApi", "AuraUnincludedSegmentApi", "GetCoreSelectorApi", "RelayParentOffsetApi",
-    "TrustedQueryApi", "ValidateStatement", "BeefyMmrApi", "Benchmark", "TryRuntime",
-    "ContractsApi", "EthereumRuntimeRPCApi", "ConvertTransactionRuntimeApi",
-    "AssetConversionApi", "FungiblesApi", "OperatorStakeApi",
+    "Core",
+    "Metadata",
+    "BlockBuilder",
+    "TaggedTransactionQueue",
+    "OffchainWorkerApi",
+    "AuraApi",
+    "BabeApi",
+    "GrandpaApi",
+    "SessionKeys",
+    "AccountNonceApi",
+    "TransactionPaymentApi",
+    "TransactionPaymentCallApi",
+    "GenesisBuilder",
+    "BeefyApi",
+    "MmrApi",
+    "AuthorityDiscoveryApi",
+    "ParachainHost",
+    "CollectCollationInfo",
+    "BeefyMmrApi",
+    "NominationPoolsApi",
+    "StakingApi",
+    "DryRunApi",
+    "LocationToAccountApi",
+    "XcmPaymentApi",
+    "AuraUnincludedSegmentApi",
+    "GetCoreSelectorApi",
+    "RelayParentOffsetApi",
+    "TrustedQueryApi",
+    "ValidateStatement",
+    "BeefyMmrApi",
+    "Benchmark",
+    "TryRuntime",
+    "ContractsApi",
+    "EthereumRuntimeRPCApi",
+    "ConvertTransactionRuntimeApi",
+    "AssetConversionApi",
+    "FungiblesApi",
+    "OperatorStakeApi",
 ]
 API_NAMES: dict[str, str] = {"0x" + blake2_64(n.encode()).hex(): n for n in _KNOWN_APIS}
 CORE_API_ID = blake2_64(b"Core")
@@ -73,7 +102,9 @@ def decompress_code(code: bytes, limit: int = CODE_BLOB_BOMB_LIMIT) -> bytes:
             chunks.append(out)
             total += len(out)
     except zstandard.ZstdError as exc:
-        raise InputError(f":code has the compressed-runtime prefix but is not valid zstd: {exc}") from exc
+        raise InputError(
+            f":code has the compressed-runtime prefix but is not valid zstd: {exc}"
+        ) from exc
     if total > limit:
         raise InputError(
             f":code inflates past the bound of {limit} bytes (a compression bomb, or a runtime"
@@ -113,12 +144,16 @@ def custom_sections(wasm: bytes) -> dict[str, bytes]:
         size, pos = _leb128(wasm, pos + 1, "section size")
         end = pos + size
         if end > len(wasm):
-            raise InputError(f":code is not a valid wasm module: section {section_id} overruns the module")
+            raise InputError(
+                f":code is not a valid wasm module: section {section_id} overruns the module"
+            )
         if section_id == 0:
             name_len, name_pos = _leb128(wasm, pos, "custom section name")
             name_end = name_pos + name_len
             if name_end > end:
-                raise InputError(":code is not a valid wasm module: custom section name overruns it")
+                raise InputError(
+                    ":code is not a valid wasm module: custom section name overruns it"
+                )
             name = wasm[name_pos:name_end].decode("utf-8", errors="replace")
             sections.setdefault(name, wasm[name_end:end])
         pos = end
@@ -142,7 +177,9 @@ def decode_runtime_version(section: bytes, apis: list[tuple[str, int]] | None) -
     authoring_version = r.u32("authoring_version")
     spec_version = r.u32("spec_version")
     impl_version = r.u32("impl_version")
-    embedded = [("0x" + r.fixed(8, "api id").hex(), r.u32("api version")) for _ in range(r.compact("apis"))]
+    embedded = [
+        ("0x" + r.fixed(8, "api id").hex(), r.u32("api version")) for _ in range(r.compact("apis"))
+    ]
     apis = apis if apis is not None else embedded
     core = next((v for i, v in apis if i == "0x" + CORE_API_ID.hex()), None)
     transaction_version = r.u32("transaction_version") if core is not None and core >= 3 else 1
@@ -208,7 +245,10 @@ def encode_runtime_version(version: RuntimeVersion) -> bytes:
 
 
 def build_runtime_blob(
-    version: RuntimeVersion, *, extra_sections: dict[str, bytes] | None = None, compress: bool = False
+    version: RuntimeVersion,
+    *,
+    extra_sections: dict[str, bytes] | None = None,
+    compress: bool = False,
 ) -> bytes:
     """A minimal valid wasm module that carries ``version`` the way a Substrate runtime does.
 
@@ -216,14 +256,18 @@ def build_runtime_blob(
     ``extra_sections`` lets a caller embed more payload (the development node embeds its runtime
     definition digest) so that different runtimes give different blobs and genesis hashes.
     """
-    apis = b"".join(bytes.fromhex(i.removeprefix("0x")) + v.to_bytes(4, "little") for i, v in version.apis)
+    apis = b"".join(
+        bytes.fromhex(i.removeprefix("0x")) + v.to_bytes(4, "little") for i, v in version.apis
+    )
     module = WASM_MAGIC + b"\x01\x00\x00\x00"
     module += _custom_section("runtime_version", encode_runtime_version(version))
     module += _custom_section("runtime_apis", apis)
     for name, payload in sorted((extra_sections or {}).items()):
         module += _custom_section(name, payload)
     if compress:
-        return ZSTD_PREFIX + zstandard.ZstdCompressor(level=19, write_content_size=True).compress(module)
+        return ZSTD_PREFIX + zstandard.ZstdCompressor(level=19, write_content_size=True).compress(
+            module
+        )
     return module
 
 

@@ -32,7 +32,7 @@ def encode_str(text: str) -> bytes:
 class Reader:
     """A cursor over SCALE bytes; every read is bounds-checked and names what it was reading."""
 
-    def __init__(self, data: bytes, what: str = "SCALE data"):
+    def __init__(self, data: bytes, what: str = "SCALE data") -> None:
         self.data = data
         self.pos = 0
         self.what = what

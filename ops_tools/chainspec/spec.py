@@ -11,7 +11,7 @@ import orjson
 
 from ops_tools.errors import InputError
 
-CODE_KEY = "3a636f6465"  # b":code"
+CODE_KEY = b":code"
 CHILD_STORAGE_DEFAULT_PREFIX = b":child_storage:default:"
 
 
@@ -60,7 +60,9 @@ def load_spec(path: str | Path) -> LoadedSpec:
     except orjson.JSONDecodeError as exc:
         raise InputError(f"chain spec {p}: not valid JSON: {exc}") from None
     if not isinstance(data, dict):
-        raise InputError(f"chain spec {p}: the top level is {type(data).__name__}, expected an object")
+        raise InputError(
+            f"chain spec {p}: the top level is {type(data).__name__}, expected an object"
+        )
     return LoadedSpec(p, raw, data)
 
 
@@ -70,7 +72,9 @@ def _strip_hex(text: object, what: str) -> str:
         raise InputError(f"{what}: expected a hex string, got {type(text).__name__}")
     body = text[2:] if text[:2] in ("0x", "0X") else text
     if len(body) & 1:
-        raise InputError(f"{what}: odd number of hex digits in {_short(text)}; bytes need an even count")
+        raise InputError(
+            f"{what}: odd number of hex digits in {_short(text)}; bytes need an even count"
+        )
     return body.lower()
 
 
@@ -86,31 +90,35 @@ def decode_hex(text: object, what: str) -> bytes:
         raise InputError(f"{what}: not hex: {_short(str(text))}") from None
 
 
-def hex_storage(entries: object, what: str) -> dict[str, bytes]:
-    """A raw storage map (``{"0xkey": "0xvalue"}``) as lowercase-hex keys to value bytes."""
+def hex_storage(entries: object, what: str) -> dict[bytes, bytes]:
+    """A raw storage map (``{"0xkey": "0xvalue"}``) as key bytes to value bytes."""
     if not isinstance(entries, dict):
         raise InputError(f"{what}: expected an object of hex keys to hex values")
-    out: dict[str, bytes] = {}
     fromhex = bytes.fromhex
+    try:
+        # Fast path, one C-level conversion per string; anything unusual takes the slow path,
+        # which finds the offending entry and names it.
+        if all(k[:2] == "0x" and v[:2] == "0x" for k, v in entries.items()):
+            out = {fromhex(k[2:]): fromhex(v[2:]) for k, v in entries.items()}
+            if len(out) == len(entries):
+                return out
+    except (ValueError, TypeError):
+        pass
+    out = {}
     for key, value in entries.items():
-        k = key[2:] if key[:2] == "0x" else key
-        # The fast path accepts what real specs hold; anything else gets a named error below.
-        if len(k) & 1 or not k.islower() and not k.isdigit():
-            k = _strip_hex(key, f"{what}: key {_short(key)}")
-        try:
-            fromhex(k)
-        except ValueError:
-            raise InputError(f"{what}: key is not hex: {_short(key)}") from None
+        k = decode_hex(key, f"{what}: key")
         if k in out:
-            raise InputError(f"{what}: key {_short(key)} appears twice (keys are case-insensitive hex)")
-        out[k] = decode_hex(value, f"{what}: value of key 0x{_short(k)}")
+            raise InputError(
+                f"{what}: key {_short(key)} appears twice (keys are case-insensitive hex)"
+            )
+        out[k] = decode_hex(value, f"{what}: value of key {_short(key)}")
     return out
 
 
 @dataclass(frozen=True)
 class RawStorage:
-    top: dict[str, bytes]
-    children_default: dict[str, dict[str, bytes]]
+    top: dict[bytes, bytes]
+    children_default: dict[bytes, dict[bytes, bytes]]
 
     @property
     def code(self) -> bytes | None:
@@ -130,11 +138,11 @@ def raw_storage(spec: LoadedSpec) -> RawStorage:
     if not isinstance(raw, dict) or "top" not in raw:
         raise InputError(f"{spec.path}: 'genesis.raw' must be an object with a 'top' storage map")
     top = hex_storage(raw["top"], f"{spec.path}: genesis.raw.top")
-    children: dict[str, dict[str, bytes]] = {}
+    children: dict[bytes, dict[bytes, bytes]] = {}
     raw_children = raw.get("childrenDefault") or {}
     if not isinstance(raw_children, dict):
         raise InputError(f"{spec.path}: 'genesis.raw.childrenDefault' must be an object")
     for child_key, child in raw_children.items():
-        ck = decode_hex(child_key, f"{spec.path}: genesis.raw.childrenDefault key").hex()
-        children[ck] = hex_storage(child, f"{spec.path}: genesis.raw.childrenDefault[0x{ck}]")
+        ck = decode_hex(child_key, f"{spec.path}: genesis.raw.childrenDefault key")
+        children[ck] = hex_storage(child, f"{spec.path}: genesis.raw.childrenDefault[0x{ck.hex()}]")
     return RawStorage(top, children)

@@ -1,24 +1,28 @@
 """Substrate's base-16 Patricia-Merkle trie root (``sp-trie`` layouts V0 and V1).
 
-Keys are handled as lowercase hex strings: one hex digit is one nibble, and the string order of
-such strings is the byte order of the keys, so the trie is built by recursing over one sorted
-list and finding each child's range by bisection. That keeps a million-entry genesis within a
-few seconds in pure Python.
+The trie is built by recursing over one sorted list of keys and finding each child's range by
+bisection (byte order is nibble order), which keeps a million-entry genesis within seconds in
+pure Python.
 
 Node codec (``sp_trie::NodeCodec``), header first byte by node kind:
   leaf 0b01xxxxxx, branch without value 0b10xxxxxx, branch with value 0b11xxxxxx,
   leaf with hashed value 0b001xxxxx, branch with hashed value 0b0001xxxx,
-where the x bits start the partial key's nibble count. State version 1 stores values of 33 bytes
-or more as their Blake2-256 hash. A child whose encoding is shorter than 32 bytes is inlined in
-its parent; the root is always hashed.
+where the x bits start the partial key's nibble count. The partial key follows, packed two
+nibbles a byte; an odd count puts the first nibble alone in the low half of the first byte.
+State version 1 stores values of 33 bytes or more as their Blake2-256 hash. A child whose
+encoding is shorter than 32 bytes is inlined in its parent; the root is always hashed.
 """
 
 from __future__ import annotations
 
+import hashlib
+import multiprocessing as mp
+import os
 import sys
 import threading
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ProcessPoolExecutor
 from functools import lru_cache
 
 from ops_tools.chainspec.hashing import blake2_256
@@ -65,68 +69,156 @@ def node_header(kind: tuple[int, int], nibble_count: int) -> bytes:
     return bytes(out)
 
 
-def _partial(nibbles: str) -> bytes:
-    # An odd nibble count puts the first nibble alone, in the low half of the first byte.
-    return bytes.fromhex("0" + nibbles if len(nibbles) & 1 else nibbles)
+def _node_builder(
+    keys: list[bytes],
+    values: list[bytes],
+    state_version: int,
+    fan_out: Callable[[list[tuple[int, int, int]]], list[bytes]] | None = None,
+) -> Callable[[int, int, int], bytes]:
+    """``node(lo, hi, depth)``: the encoded node over sorted byte ``keys[lo:hi]`` (and ``values``).
 
+    ``fan_out``, when given, encodes the children of a large branch elsewhere (worker processes).
 
-class _Builder:
-    def __init__(self, keys: list[str], values: Mapping[str, bytes], state_version: int):
-        self.keys = keys
-        self.values = values
-        self.hash_values = state_version == 1
+    Written as one closure with local names and the leaf case inlined in the branch loop: this is
+    the hot path of a million-entry genesis, where attribute look-ups and calls dominate. Depths
+    are in nibbles; a leaf's partial key from an odd depth is the low nibble of one byte plus the
+    rest of the key, which is exactly its packed encoding.
+    """
+    hash_values = state_version == 1
+    threshold = V1_VALUE_HASH_THRESHOLD
+    blake2b = hashlib.blake2b
+    compact = encode_compact
+    hash_ref = _HASH_REF_PREFIX
+    leaf_headers: dict[tuple[bool, int], bytes] = {}
 
-    def _value(self, value: bytes) -> tuple[bytes, bool]:
-        if self.hash_values and len(value) >= V1_VALUE_HASH_THRESHOLD:
-            return blake2_256(value), True
-        return encode_compact(len(value)) + value, False
+    def packed(key: bytes, start: int, end: int) -> bytes:
+        # Packing aligns to the partial's end: only an even start and end make it a plain slice.
+        if not (start | end) & 1:
+            return key[start >> 1 : end >> 1]
+        nibbles = key.hex()[start:end]
+        return bytes.fromhex("0" + nibbles if len(nibbles) & 1 else nibbles)
 
-    def _leaf(self, key: str, depth: int) -> bytes:
-        partial = key[depth:]
-        value, hashed = self._value(self.values[key])
-        header = node_header(_HASHED_VALUE_LEAF if hashed else _LEAF, len(partial))
-        return header + _partial(partial) + value
+    def leaf(key: bytes, value: bytes, depth: int) -> bytes:
+        n = 2 * len(key) - depth
+        hashed = hash_values and len(value) >= threshold
+        header = leaf_headers.get((hashed, n))
+        if header is None:
+            header = leaf_headers[(hashed, n)] = node_header(
+                _HASHED_VALUE_LEAF if hashed else _LEAF, n
+            )
+        if depth & 1:
+            partial = bytes((key[depth >> 1] & 15,)) + key[(depth >> 1) + 1 :]
+        else:
+            partial = key[depth >> 1 :]
+        if hashed:
+            return header + partial + blake2b(value, digest_size=32).digest()
+        return header + partial + compact(len(value)) + value
 
-    def node(self, lo: int, hi: int, depth: int) -> bytes:
-        """Encoded node for the sorted key range [lo, hi) below ``depth`` nibbles."""
-        keys = self.keys
+    def node(lo: int, hi: int, depth: int) -> bytes:
         if hi - lo == 1:
-            return self._leaf(keys[lo], depth)
+            return leaf(keys[lo], values[lo], depth)
         first, last = keys[lo], keys[hi - 1]
-        # Sorted keys: the range's common prefix is that of its first and last key.
-        p = depth
-        limit = min(len(first), len(last))
-        while p < limit and first[p] == last[p]:
-            p += 1
+        # Sorted keys: the range's common prefix is that of its first and last key. XOR of the
+        # two as integers finds the first differing bit without a Python-level loop.
+        start_byte = depth >> 1
+        width = min(len(first), len(last)) - start_byte
+        diff = int.from_bytes(first[start_byte : start_byte + width], "big") ^ int.from_bytes(
+            last[start_byte : start_byte + width], "big"
+        )
+        p = 2 * start_byte + (2 * width if diff == 0 else (8 * width - diff.bit_length()) // 4)
         start = lo
         value_part = b""
         kind = _BRANCH_NO_VALUE
-        if len(first) == p:
+        if 2 * len(first) == p:
             # The first key ends where the branch is: it is the branch's value.
-            value_part, hashed = self._value(self.values[first])
-            kind = _HASHED_VALUE_BRANCH if hashed else _BRANCH_WITH_VALUE
+            value = values[lo]
+            if hash_values and len(value) >= threshold:
+                value_part, kind = blake2b(value, digest_size=32).digest(), _HASHED_VALUE_BRANCH
+            else:
+                value_part, kind = compact(len(value)) + value, _BRANCH_WITH_VALUE
             start = lo + 1
         bitmap = 0
-        children: list[bytes] = []
+        ranges: list[tuple[int, int]] = []
         i = start
+        below = p + 1
+        byte_at = p >> 1
+        odd = p & 1
         while i < hi:
-            nibble = keys[i][p]
-            bound = keys[i][:p] + chr(ord(nibble) + 1)
-            end = bisect_left(keys, bound, i + 1, hi)
-            bitmap |= 1 << int(nibble, 16)
-            child = self._leaf(keys[i], p + 1) if end - i == 1 else self.node(i, end, p + 1)
-            if len(child) < 32:
-                children.append(encode_compact(len(child)) + child)
+            key = keys[i]
+            b = key[byte_at]
+            nibble = b & 15 if odd else b >> 4
+            if nibble == 15:
+                end = hi
+            elif odd:
+                end = bisect_left(
+                    keys, key[:byte_at] + bytes(((b & 0xF0) | (nibble + 1),)), i + 1, hi
+                )
             else:
-                children.append(_HASH_REF_PREFIX + blake2_256(child))
+                end = bisect_left(keys, key[:byte_at] + bytes(((nibble + 1) << 4,)), i + 1, hi)
+            bitmap |= 1 << nibble
+            ranges.append((i, end))
             i = end
+        if fan_out is not None and hi - lo >= PARALLEL_MIN_KEYS and len(ranges) > 1:
+            children = fan_out([(a, b, below) for a, b in ranges])
+        else:
+            children = [
+                leaf(keys[a], values[a], below) if b - a == 1 else node(a, b, below)
+                for a, b in ranges
+            ]
+        refs = [
+            compact(len(child)) + child
+            if len(child) < 32
+            else hash_ref + blake2b(child, digest_size=32).digest()
+            for child in children
+        ]
         return (
             node_header(kind, p - depth)
-            + _partial(first[depth:p])
+            + packed(first, depth, p)
             + bitmap.to_bytes(2, "little")
             + value_part
-            + b"".join(children)
+            + b"".join(refs)
         )
+
+    return node
+
+
+# Below this many keys, forking workers costs more than it saves.
+PARALLEL_MIN_KEYS = 200_000
+_worker_node: Callable[[int, int, int], bytes] | None = None
+
+
+def _worker_subtree(job: tuple[int, int, int]) -> bytes:
+    assert _worker_node is not None
+    return _worker_node(*job)
+
+
+def _encode_root(keys: list[bytes], values: list[bytes], state_version: int) -> bytes:
+    global _worker_node
+    workers = min(os.cpu_count() or 1, 8)
+    if len(keys) < PARALLEL_MIN_KEYS or workers < 2 or "fork" not in mp.get_all_start_methods():
+        return _node_builder(keys, values, state_version)(0, len(keys), 0)
+    # Workers are forked after the keys are in memory, so they inherit them: only ranges and the
+    # encoded child nodes cross process boundaries. Only the first large branch fans out.
+    _worker_node = _node_builder(keys, values, state_version)
+    try:
+        with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
+            used = False
+
+            def fan_out(jobs: list[tuple[int, int, int]]) -> list[bytes]:
+                nonlocal used
+                if used:
+                    return [_worker_subtree(job) for job in jobs]
+                used = True
+                # Largest first, so the pool's tail is short.
+                order = sorted(range(len(jobs)), key=lambda j: jobs[j][0] - jobs[j][1])
+                results = dict(
+                    zip(order, pool.map(_worker_subtree, [jobs[j] for j in order]), strict=True)
+                )
+                return [results[j] for j in range(len(jobs))]
+
+            return _node_builder(keys, values, state_version, fan_out)(0, len(keys), 0)
+    finally:
+        _worker_node = None
 
 
 def _check_state_version(state_version: int) -> None:
@@ -134,19 +226,24 @@ def _check_state_version(state_version: int) -> None:
         raise InputError(f"state version must be 0 or 1, got {state_version!r}")
 
 
-def trie_root_hex(entries: Mapping[str, bytes], state_version: int) -> bytes:
-    """Root of a trie whose keys are lowercase hex strings (no ``0x``) of even length."""
+def trie_root(
+    entries: Mapping[bytes, bytes] | Iterable[tuple[bytes, bytes]], state_version: int
+) -> bytes:
+    """Root of the trie holding ``entries`` (key bytes -> value bytes). Order does not matter."""
     _check_state_version(state_version)
-    if not entries:
+    mapping = entries if isinstance(entries, Mapping) else dict(entries)
+    if not mapping:
         return EMPTY_TRIE_ROOT
-    keys = sorted(entries)
-    builder = _Builder(keys, entries, state_version)
+    keys = sorted(mapping)
+    values = [mapping[k] for k in keys]
     try:
-        return blake2_256(builder.node(0, len(keys), 0))
+        return blake2_256(_encode_root(keys, values, state_version))
     except RecursionError:
         # Only a pathological key set (a long chain of keys each a prefix of the next) nests
         # this deep; build it again on a thread with room for it.
-        return _deep(lambda: blake2_256(builder.node(0, len(keys), 0)))
+        return _deep(
+            lambda: blake2_256(_node_builder(keys, values, state_version)(0, len(keys), 0))
+        )
 
 
 def _deep(fn: Callable[[], bytes]) -> bytes:
@@ -173,15 +270,6 @@ def _deep(fn: Callable[[], bytes]) -> bytes:
     if errors:
         raise errors[0]
     return result[0]
-
-
-def trie_root(entries: Mapping[bytes, bytes] | Iterable[tuple[bytes, bytes]], state_version: int) -> bytes:
-    """Root of the trie holding ``entries`` (key bytes -> value bytes). Order does not matter."""
-    items = entries.items() if isinstance(entries, Mapping) else entries
-    hexed: dict[str, bytes] = {}
-    for key, value in items:
-        hexed[bytes(key).hex()] = bytes(value)
-    return trie_root_hex(hexed, state_version)
 
 
 def ordered_trie_root(values: Iterable[bytes], state_version: int = 0) -> bytes:

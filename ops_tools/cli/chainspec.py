@@ -13,7 +13,9 @@ from ops_tools.cli.output import console, print_json
 
 app = typer.Typer(help="Chain specs: genesis hash, inspection, rendering.", no_args_is_help=True)
 
-SpecArg = typer.Argument(..., help="Path of a chain spec JSON file (raw, or light).", metavar="SPEC")
+SpecArg = typer.Argument(
+    ..., help="Path of a chain spec JSON file (raw, or light).", metavar="SPEC"
+)
 
 
 @app.command("genesis-hash")
@@ -43,17 +45,34 @@ def inspect(
         print_json(summary)
         return
     table = Table(show_header=False, box=None)
-    for key in ("name", "id", "protocolId", "chainType", "spec_kind", "genesis_hash",
-                "state_version", "storage_keys", "code_size", "code_blake2_256"):
+    for key in (
+        "name",
+        "id",
+        "protocolId",
+        "chainType",
+        "spec_kind",
+        "genesis_hash",
+        "state_version",
+        "storage_keys",
+        "code_size",
+        "code_blake2_256",
+    ):
         table.add_row(key, str(summary.get(key)))
-    table.add_row("properties", ", ".join(f"{k}={v}" for k, v in (summary["properties"] or {}).items()))
+    table.add_row(
+        "properties", ", ".join(f"{k}={v}" for k, v in (summary["properties"] or {}).items())
+    )
     boot = summary["bootNodes"] or []
     table.add_row("bootNodes", "\n".join(boot) if boot else "(none)")
     rt = summary.get("runtime")
     if rt:
-        table.add_row("runtime", f"{rt['spec_name']}/{rt['impl_name']} spec {rt['spec_version']}"
-                      f" impl {rt['impl_version']} tx {rt['transaction_version']}")
-        table.add_row("apis", "\n".join(f"{a['name'] or a['id']} v{a['version']}" for a in rt["apis"]))
+        table.add_row(
+            "runtime",
+            f"{rt['spec_name']}/{rt['impl_name']} spec {rt['spec_version']}"
+            f" impl {rt['impl_version']} tx {rt['transaction_version']}",
+        )
+        table.add_row(
+            "apis", "\n".join(f"{a['name'] or a['id']} v{a['version']}" for a in rt["apis"])
+        )
     else:
         table.add_row("runtime", "(no embedded version)")
     console.print(table)

@@ -7,7 +7,7 @@ import sys
 import typer
 
 from ops_tools import __version__
-from ops_tools.cli import chainspec
+from ops_tools.cli import chainspec, node
 from ops_tools.cli.output import err_console
 from ops_tools.errors import OpsError
 
@@ -19,6 +19,7 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(chainspec.app, name="chainspec")
+app.add_typer(node.app, name="node")
 
 
 def _version(value: bool) -> None:
@@ -29,8 +30,9 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                 help="Print the version and exit."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
 ) -> None:
     """Build, render, deploy, check and reset the NET test network."""
 

@@ -1,0 +1,90 @@
+"""Time ``ops-tools chainspec genesis-hash`` on a synthetic raw spec of N System.Account entries.
+
+The keys have the real layout (twox128("System") ++ twox128("Account") ++ blake2_128_concat(id)),
+the values are 80 bytes (an AccountInfo), plus a runtime blob in ``:code``. Each run is a fresh
+process; wall time and that process's peak RSS are printed for state versions 0 and 1.
+
+    python benchmarks/genesis_hash.py [--entries 1000000] [--keep SPEC]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+
+from ops_tools.chainspec.hashing import blake2_128_concat, storage_prefix
+from ops_tools.chainspec.runtime import RuntimeVersion, api, build_runtime_blob
+
+
+def synthetic_spec(entries: int) -> bytes:
+    prefix = storage_prefix("System", "Account")
+    runtime = RuntimeVersion("net-bench", "net-bench", 1, 6, 1, 1, 1, [api("Core", 5)])
+    top = {
+        "0x3a636f6465": "0x"
+        + build_runtime_blob(runtime, extra_sections={"pad": bytes(1_000_000)}).hex()
+    }
+    for i in range(entries):
+        account = i.to_bytes(32, "little")
+        value = i.to_bytes(16, "little") * 5
+        top["0x" + (prefix + blake2_128_concat(account)).hex()] = "0x" + value.hex()
+    spec = {
+        "name": "bench",
+        "id": "bench",
+        "chainType": "Local",
+        "genesis": {"raw": {"top": top, "childrenDefault": {}}},
+    }
+    return orjson.dumps(spec)
+
+
+def measure(spec: Path, state_version: int) -> tuple[float, float, str]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "ops_tools.cli.main",
+        "chainspec",
+        "genesis-hash",
+        str(spec),
+        "--state-version",
+        str(state_version),
+    ]
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE)
+    out = proc.stdout.read().decode().strip() if proc.stdout else ""
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise SystemExit(f"genesis-hash failed with exit status {proc.returncode}")
+    return elapsed, usage.ru_maxrss / 1024, out  # ru_maxrss is KiB on Linux
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--entries", type=int, default=1_000_000)
+    parser.add_argument("--keep", type=Path, help="write the synthetic spec here and keep it")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        spec = args.keep or Path(tmp) / "bench.raw.json"
+        t = time.perf_counter()
+        spec.write_bytes(synthetic_spec(args.entries))
+        print(
+            f"synthetic spec: {args.entries:,} entries, {spec.stat().st_size / 2**20:.0f} MiB,"
+            f" built in {time.perf_counter() - t:.1f} s"
+        )
+        for version in (0, 1):
+            elapsed, peak_mib, genesis = measure(spec, version)
+            print(
+                f"genesis-hash state_version={version}: {elapsed:.2f} s wall,"
+                f" {peak_mib:.0f} MiB peak RSS ({genesis})"
+            )
+
+
+if __name__ == "__main__":
+    main()
