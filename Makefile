@@ -1,5 +1,5 @@
 # The two entry points README.md promises; both set up the machine first.
-.PHONY: bootstrap up down test lint bench
+.PHONY: bootstrap up down test determinism bench
 
 bootstrap:
 	@scripts/bootstrap
@@ -13,6 +13,12 @@ down: bootstrap
 test: bootstrap
 	.venv/bin/ruff check .
 	.venv/bin/pytest
+
+# Render the local network's chain spec twice in different environments, compare the bytes, and
+# compare the genesis with the reviewed lock file.
+determinism: bootstrap
+	.venv/bin/ops-tools chainspec verify-determinism --network chainspec/networks/local.yml --node .venv/bin/devnode
+	.venv/bin/ops-tools chainspec render --network chainspec/networks/local.yml --node .venv/bin/devnode --check
 
 bench: bootstrap
 	.venv/bin/python benchmarks/run.py
