@@ -32,7 +32,11 @@ def node() -> Path:
 def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "ops_tools.cli.main", "chainspec", *args],
-        capture_output=True, text=True, cwd=cwd, timeout=600, check=False,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=600,
+        check=False,
     )
 
 
@@ -63,9 +67,23 @@ def test_development_node_serves_the_rendered_genesis(node, tmp_path):
     rendered.write(tmp_path)
     rpc, p2p = free_port(), free_port()
     proc = subprocess.Popen(
-        [str(node), "--chain", str(tmp_path / "raw.json"), "--base-path", str(tmp_path / "base"),
-         "--name", "render-test", "--rpc-port", str(rpc), "--port", str(p2p), "--no-prometheus"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        [
+            str(node),
+            "--chain",
+            str(tmp_path / "raw.json"),
+            "--base-path",
+            str(tmp_path / "base"),
+            "--name",
+            "render-test",
+            "--rpc-port",
+            str(rpc),
+            "--port",
+            str(p2p),
+            "--no-prometheus",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     try:
         deadline = time.monotonic() + 60
@@ -73,8 +91,9 @@ def test_development_node_serves_the_rendered_genesis(node, tmp_path):
             try:
                 req = urllib.request.Request(
                     f"http://127.0.0.1:{rpc}",
-                    data=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "chain_getBlockHash",
-                                     "params": [0]}).encode(),
+                    data=json.dumps(
+                        {"jsonrpc": "2.0", "id": 1, "method": "chain_getBlockHash", "params": [0]}
+                    ).encode(),
                     headers={"Content-Type": "application/json"},
                 )
                 with urllib.request.urlopen(req, timeout=2) as resp:
@@ -104,7 +123,8 @@ def test_verify_determinism_names_the_first_difference(tmp_path):
     fake.write_text(
         f"#!{sys.executable}\n"
         "import json, subprocess, sys, time\n"
-        f"out = subprocess.run([{str(DEVNODE)!r}, *sys.argv[1:]], capture_output=True, check=True).stdout\n"
+        f"node = {str(DEVNODE)!r}\n"
+        "out = subprocess.run([node, *sys.argv[1:]], capture_output=True, check=True).stdout\n"
         "if 'build-spec' in sys.argv and 'dev' not in sys.argv:\n"
         "    spec = json.loads(out)\n"
         "    spec['genesis']['raw']['top']['0x' + 'ab' * 4] = '0x%016x' % time.time_ns()\n"
@@ -142,17 +162,35 @@ def test_reordered_definition_gives_the_same_genesis(node, tmp_path):
 @pytest.mark.parametrize(
     ("edit", "needles"),
     [
-        (lambda d: d["authorities"][0].update(aura="5GrwvaEF5zXb26Fz9rcQpDWS57CtERHpNehXCPcNoHGKutQX"),
-         ["authorities[0].aura", "not a valid ss58 address"]),
-        (lambda d: d["authorities"][1].update(grandpa=d["authorities"][0]["grandpa"]),
-         ["authorities[1].grandpa", "duplicate grandpa key"]),
-        (lambda d: d["accounts"][0].update(address="HNZata7iMYWmk5RvZRTiAsSDhV8366zq2YGb3tLH5Upf74F"),
-         ["accounts[0].address", "another network", "prefix 42"]),
-        (lambda d: d["accounts"][0].update(balance=5), ["accounts[0].balance", "existential deposit"]),
+        (
+            lambda d: d["authorities"][0].update(
+                aura="5GrwvaEF5zXb26Fz9rcQpDWS57CtERHpNehXCPcNoHGKutQX"
+            ),
+            ["authorities[0].aura", "not a valid ss58 address"],
+        ),
+        (
+            lambda d: d["authorities"][1].update(grandpa=d["authorities"][0]["grandpa"]),
+            ["authorities[1].grandpa", "duplicate grandpa key"],
+        ),
+        (
+            lambda d: d["accounts"][0].update(
+                address="HNZata7iMYWmk5RvZRTiAsSDhV8366zq2YGb3tLH5Upf74F"
+            ),
+            ["accounts[0].address", "another network", "prefix 42"],
+        ),
+        (
+            lambda d: d["accounts"][0].update(balance=5),
+            ["accounts[0].balance", "existential deposit"],
+        ),
         (lambda d: d.pop("sudo"), ["'sudo' is a required property"]),
-        (lambda d: d["consensus"].update(slot_duration_ms="fast"),
-         ["consensus.slot_duration_ms", "'fast'", "type"]),
-        (lambda d: d["authorities"][0].update(peer_id="12D3KooWnotapeerid"), ["authorities[0].peer_id"]),
+        (
+            lambda d: d["consensus"].update(slot_duration_ms="fast"),
+            ["consensus.slot_duration_ms", "'fast'", "type"],
+        ),
+        (
+            lambda d: d["authorities"][0].update(peer_id="12D3KooWnotapeerid"),
+            ["authorities[0].peer_id"],
+        ),
     ],
 )
 def test_bad_definitions_are_refused_with_named_errors(node, tmp_path, edit, needles):
@@ -193,7 +231,9 @@ def test_check_fails_against_a_stale_lock(node, tmp_path):
     data = json.loads((ROOT / "chainspec" / "local.lock.json").read_text())
     data["genesis_hash"] = "0x" + "00" * 32
     lock.write_text(json.dumps(data))
-    result = cli("render", "--network", str(LOCAL), "--node", str(node), "--check", "--lock", str(lock))
+    result = cli(
+        "render", "--network", str(LOCAL), "--node", str(node), "--check", "--lock", str(lock)
+    )
     assert result.returncode == 1
     assert "genesis_hash: locked 0x0000" in result.stderr
 
@@ -201,10 +241,16 @@ def test_check_fails_against_a_stale_lock(node, tmp_path):
 def test_diff_names_storage_items_and_runtime_changes(node, tmp_path):
     render(LOCAL, node).write(tmp_path / "a")
     blob = tmp_path / "runtime.wasm"
-    blob.write_bytes(build_runtime_blob(RuntimeVersion("net-dev", "x", 1, 9, 1, 1, 1, [api("Core", 5)])))
-    richer = edited_network(tmp_path, lambda d: d["accounts"][0].update(balance=d["accounts"][0]["balance"] + 1))
+    blob.write_bytes(
+        build_runtime_blob(RuntimeVersion("net-dev", "x", 1, 9, 1, 1, 1, [api("Core", 5)]))
+    )
+    richer = edited_network(
+        tmp_path, lambda d: d["accounts"][0].update(balance=d["accounts"][0]["balance"] + 1)
+    )
     render(richer, node, blob).write(tmp_path / "b")
-    result = cli("diff", str(tmp_path / "a" / "raw.json"), str(tmp_path / "b" / "raw.json"), "--json")
+    result = cli(
+        "diff", str(tmp_path / "a" / "raw.json"), str(tmp_path / "b" / "raw.json"), "--json"
+    )
     assert result.returncode == 0, result.stderr
     d = json.loads(result.stdout)
     assert d["identical"] is False
@@ -217,6 +263,8 @@ def test_diff_names_storage_items_and_runtime_changes(node, tmp_path):
 
 def test_render_from_another_directory_with_relative_paths(node, tmp_path):
     shutil.copy(LOCAL, tmp_path / "local.yml")
-    result = cli("render", "--network", "local.yml", "--node", str(node), "--out", "out", cwd=tmp_path)
+    result = cli(
+        "render", "--network", "local.yml", "--node", str(node), "--out", "out", cwd=tmp_path
+    )
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "out" / "raw.json").exists()
