@@ -7,7 +7,7 @@ import sys
 import typer
 
 from ops_tools import __version__
-from ops_tools.cli import chainspec, node
+from ops_tools.cli import chainspec, localnet, node
 from ops_tools.cli.output import err_console
 from ops_tools.errors import OpsError
 
@@ -20,6 +20,7 @@ app = typer.Typer(
 )
 app.add_typer(chainspec.app, name="chainspec")
 app.add_typer(node.app, name="node")
+app.add_typer(localnet.app, name="localnet")
 
 
 def _version(value: bool) -> None:
