@@ -1,0 +1,64 @@
+"""``ops-tools localnet``: the whole network on this machine (inventories/local)."""
+
+from __future__ import annotations
+
+import typer
+from rich.table import Table
+
+from ops_tools.cli.output import console, print_json
+from ops_tools.deploy import localnet
+from ops_tools.deploy.paths import localnet_dir
+from ops_tools.errors import InputError
+
+app = typer.Typer(
+    help="The local network: every host of inventories/local on this machine.", no_args_is_help=True
+)
+
+
+@app.command("up")
+def up(json_out: bool = typer.Option(False, "--json", help="Print the result as JSON.")) -> None:
+    """Render the local spec, converge inventories/local, wait for finality, list endpoints."""
+    if json_out:
+        result = localnet.up()
+    else:
+        with console.status("starting", spinner="dots") as status:
+            result = localnet.up(on_step=lambda step: status.update(step))
+    if json_out:
+        print_json(
+            {
+                "genesis_hash": result.genesis_hash,
+                "changed": result.changed,
+                "finalized": result.finalized,
+                "endpoints": [e.__dict__ for e in result.endpoints],
+            }
+        )
+        return
+    table = Table(title=f"NET local network — genesis {result.genesis_hash}")
+    for column in ("host", "role", "RPC (HTTP and WebSocket)", "p2p", "prometheus", "peer id"):
+        table.add_column(column, overflow="fold")
+    for e in result.endpoints:
+        table.add_row(e.host, e.role, e.rpc, e.p2p, e.prometheus or "-", e.peer_id or "-")
+    console.print(table)
+    console.print(
+        f"finalized #{result.finalized}; {result.changed} change(s) applied;"
+        f" state in {localnet_dir()}"
+    )
+
+
+@app.command("down")
+def down(
+    purge: bool = typer.Option(False, "--purge", help="Also delete all chain data, keys and logs."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before --purge."),
+) -> None:
+    """Stop the local network (data kept); with --purge, delete its state too."""
+    if not purge:
+        console.print(localnet.down())
+        return
+    state = localnet_dir()
+    localnet.check_purge_target(state)
+    console.print(localnet.purge_plan(state))
+    if not yes:
+        if not console.is_terminal:
+            raise InputError("--purge deletes data: confirm with --yes when not on a terminal")
+        typer.confirm("Proceed?", abort=True)
+    console.print(localnet.purge())

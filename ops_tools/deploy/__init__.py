@@ -1,0 +1,1 @@
+"""Running the playbooks (ansible-runner) and reading inventories and host manifests."""

@@ -1,0 +1,201 @@
+"""The local network: every host of ``inventories/local`` on this machine, under supervisord."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ops_tools.chain.status import wait_finality_advances, wait_serving
+from ops_tools.chainspec.render import Rendered, render
+from ops_tools.deploy.inventory import load_inventory
+from ops_tools.deploy.manifests import read_local_manifest
+from ops_tools.deploy.paths import INVENTORIES, NETWORKS, PLAYBOOKS, localnet_dir
+from ops_tools.deploy.runner import PlaybookResult, run_playbook
+from ops_tools.errors import InputError, OpsError
+
+LOCAL_INVENTORY = INVENTORIES / "local"
+LOCAL_NETWORK = NETWORKS / "local.yml"
+READY_TIMEOUT_S = 120
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    host: str
+    role: str
+    rpc: str
+    p2p: str
+    prometheus: str | None
+    peer_id: str | None
+
+
+@dataclass(frozen=True)
+class UpResult:
+    genesis_hash: str
+    changed: int
+    finalized: int
+    endpoints: list[Endpoint]
+
+
+def devnode_binary() -> Path:
+    node = Path(sys.executable).with_name("devnode")
+    if not node.exists():
+        raise OpsError(f"the development node is not installed at {node}; run scripts/bootstrap")
+    return node
+
+
+def supervisor_conf(state: Path) -> Path:
+    return state / "supervisor" / "supervisord.conf"
+
+
+def _write_if_changed(rendered: Rendered, out: Path) -> None:
+    # Same bytes, same file: leaving it untouched keeps a no-change run free of changes.
+    current = out / "raw.json"
+    if (
+        current.exists()
+        and current.read_bytes() == rendered.raw
+        and (out / "manifest.json").exists()
+    ):
+        return
+    rendered.write(out)
+
+
+def sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def up(on_step: Callable[[str], None] = lambda _: None) -> UpResult:
+    state = localnet_dir()
+    state.mkdir(parents=True, exist_ok=True)
+    node = devnode_binary()
+    on_step("rendering the local chain spec")
+    rendered = render(LOCAL_NETWORK, node)
+    spec_dir = state / "chainspec"
+    _write_if_changed(rendered, spec_dir)
+    genesis = rendered.manifest["genesis_hash"]
+    on_step("running playbooks/site.yml on inventories/local")
+    result: PlaybookResult = run_playbook(
+        PLAYBOOKS / "site.yml",
+        LOCAL_INVENTORY,
+        {
+            "net_chainspec_dir": str(spec_dir),
+            "node_binary_src": str(node),
+            "node_binary_sha256": sha256_file(node),
+            "net_state_dir": str(state),
+        },
+        on_task=lambda task: on_step(f"site.yml: {task}"),
+    )
+    endpoints = endpoints_of(state)
+    public = next((e for e in endpoints if e.role == "rpc"), None)
+    if public is None:
+        raise OpsError(
+            "the local inventory deployed no RPC node; nothing serves the public endpoint"
+        )
+    on_step(f"waiting for {public.rpc} to serve genesis {genesis[:18]}…")
+    wait_serving(public.rpc, genesis, READY_TIMEOUT_S)
+    on_step("waiting for finality to advance")
+    _, finalized = wait_finality_advances(public.rpc, READY_TIMEOUT_S)
+    return UpResult(genesis, result.changed, finalized, endpoints)
+
+
+def endpoints_of(state: Path) -> list[Endpoint]:
+    inventory = load_inventory(LOCAL_INVENTORY)
+    out = []
+    for host in inventory.hosts():
+        manifest: dict[str, Any] = read_local_manifest(state, host) or {}
+        if not manifest:
+            continue
+        prom = manifest.get("prometheus_port")
+        out.append(
+            Endpoint(
+                host=host,
+                role=str(manifest.get("role") or inventory.role_of(host)),
+                rpc=f"ws://127.0.0.1:{manifest.get('rpc_port')}",
+                p2p=f"/ip4/127.0.0.1/tcp/{manifest.get('p2p_port')}",
+                prometheus=f"http://127.0.0.1:{prom}/metrics" if prom else None,
+                peer_id=manifest.get("peer_id"),
+            )
+        )
+    return out
+
+
+def _supervisorctl(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    ctl = Path(sys.executable).with_name("supervisorctl")
+    binary = str(ctl) if ctl.exists() else (shutil.which("supervisorctl") or "supervisorctl")
+    return subprocess.run(
+        [binary, "-c", str(supervisor_conf(state)), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def _supervisor_running(state: Path) -> bool:
+    return supervisor_conf(state).exists() and _supervisorctl(state, "pid").stdout.strip().isdigit()
+
+
+def down() -> str:
+    """Stop every program of the local network; data and keys stay."""
+    state = localnet_dir()
+    if not _supervisor_running(state):
+        return f"the local network is not running (no supervisord for {state})"
+    proc = _supervisorctl(state, "stop", "all")
+    if proc.returncode not in (0, 3):  # 3: some programs were already stopped
+        raise OpsError(
+            f"supervisorctl stop all failed: {proc.stdout.strip() or proc.stderr.strip()}"
+        )
+    return f"stopped the local network; data kept in {state}"
+
+
+def check_purge_target(state: Path) -> None:
+    """Refuse to delete anything that does not look like a local network's state directory."""
+    if not state.exists():
+        return
+    manifest = state / "chainspec" / "manifest.json"
+    if not (supervisor_conf(state).exists() or manifest.exists()):
+        raise InputError(
+            f"{state} does not look like a local network's state (no supervisor/supervisord.conf,"
+            " no chainspec/manifest.json); refusing to delete it. Check NET_LOCALNET_DIR"
+        )
+    if manifest.exists() and '"net_local"' not in manifest.read_text():
+        raise InputError(f"{state} holds the chain spec of another network; refusing to delete it")
+
+
+def purge_plan(state: Path) -> str:
+    return (
+        f"will stop the local network's supervisord and delete {state} (chain data, keystores,"
+        " node keys, logs and the rendered chain spec of the local network)"
+    )
+
+
+def _wait_gone(pid: int, timeout_s: float) -> None:
+    # supervisord stops its programs before it exits: deleting their files before that races them.
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    raise OpsError(f"supervisord (pid {pid}) did not exit within {timeout_s:.0f} s; not deleting")
+
+
+def purge() -> str:
+    state = localnet_dir()
+    check_purge_target(state)
+    if not state.exists():
+        return f"nothing to purge: {state} does not exist"
+    if _supervisor_running(state):
+        pid = int(_supervisorctl(state, "pid").stdout.strip())
+        _supervisorctl(state, "shutdown")
+        _wait_gone(pid, timeout_s=60)
+    shutil.rmtree(state)
+    return f"purged {state}"

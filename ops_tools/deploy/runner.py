@@ -1,0 +1,93 @@
+"""Running a playbook through ansible-runner, with progress, and a summary of what it did."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import ansible_runner
+
+from ops_tools.deploy.paths import ANSIBLE_CFG
+from ops_tools.errors import OpsError
+
+
+@dataclass
+class PlaybookResult:
+    ok: bool
+    rc: int
+    changed: int = 0
+    failures: list[str] = field(default_factory=list)
+    changed_tasks: list[str] = field(default_factory=list)
+
+
+class PlaybookFailed(OpsError):
+    pass
+
+
+def _failure_text(event: dict[str, Any]) -> str:
+    data = event.get("event_data", {})
+    res = data.get("res", {}) or {}
+    msg = res.get("msg") or res.get("stderr") or res.get("reason") or "failed"
+    if isinstance(msg, list):
+        msg = "; ".join(str(m) for m in msg)
+    return f"{data.get('host', '?')}: {data.get('task', '?')}: {str(msg).strip()}"
+
+
+def run_playbook(
+    playbook: Path,
+    inventory: Path,
+    extravars: dict[str, Any] | None = None,
+    *,
+    on_task: Callable[[str], None] | None = None,
+    check: bool = False,
+    limit: str | None = None,
+    raise_on_failure: bool = True,
+) -> PlaybookResult:
+    """Run ``playbook`` on ``inventory``; ``on_task`` is told each task's name as it starts."""
+    result = PlaybookResult(ok=False, rc=-1)
+
+    def handler(event: dict[str, Any]) -> bool:
+        kind = event.get("event")
+        data = event.get("event_data", {})
+        if kind == "playbook_on_task_start" and on_task:
+            on_task(str(data.get("task", "")))
+        elif kind == "runner_on_ok" and (data.get("res") or {}).get("changed"):
+            result.changed_tasks.append(f"{data.get('host')}: {data.get('task')}")
+        elif kind in ("runner_on_failed", "runner_on_unreachable") and not data.get(
+            "ignore_errors"
+        ):
+            result.failures.append(_failure_text(event))
+        return True
+
+    cmdline = "--check --diff" if check else None
+    private = Path(tempfile.mkdtemp(prefix="ops-tools-runner-"))
+    try:
+        envvars = {"ANSIBLE_CONFIG": str(ANSIBLE_CFG)} if ANSIBLE_CFG.exists() else {}
+        envvars["ANSIBLE_FORCE_COLOR"] = "0"
+        run = ansible_runner.run(
+            private_data_dir=str(private),
+            playbook=str(playbook.resolve()),
+            inventory=str(inventory.resolve()),
+            extravars=extravars or {},
+            envvars={**envvars, "PATH": os.environ.get("PATH", "")},
+            cmdline=cmdline,
+            limit=limit,
+            quiet=True,
+            event_handler=handler,
+            settings={"suppress_ansible_output": True},
+        )
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+    result.rc = run.rc
+    result.ok = run.status == "successful" and run.rc == 0
+    stats = run.stats or {}
+    result.changed = sum((stats.get("changed") or {}).values())
+    if not result.ok and raise_on_failure:
+        detail = result.failures[0] if result.failures else f"ansible-playbook exit status {run.rc}"
+        raise PlaybookFailed(f"{playbook.name} failed: {detail}")
+    return result
