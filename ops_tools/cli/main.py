@@ -7,7 +7,7 @@ import sys
 import typer
 
 from ops_tools import __version__
-from ops_tools.cli import chainspec, localnet, node
+from ops_tools.cli import chainspec, localnet, node, reset
 from ops_tools.cli.output import err_console
 from ops_tools.errors import OpsError
 
@@ -21,6 +21,7 @@ app = typer.Typer(
 app.add_typer(chainspec.app, name="chainspec")
 app.add_typer(node.app, name="node")
 app.add_typer(localnet.app, name="localnet")
+app.command("reset-cycle")(reset.reset_cycle)
 
 
 def _version(value: bool) -> None:

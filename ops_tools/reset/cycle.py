@@ -1,0 +1,495 @@
+"""The reset-cycle state machine: inspect, decide, then (when needed) reset the network.
+
+Every phase is journaled before and after it runs; ``--resume`` skips the phases the journal
+records as done, so each phase must be safe to run again (stop a stopped node, purge a purged
+base path, push a file that is already there, start a started node).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ops_tools.build.builder import BuildRequest, build
+from ops_tools.build.devnode_artifact import make_devnode_artifact
+from ops_tools.chain.rpc import RpcClient, RpcError
+from ops_tools.chainspec.render import render
+from ops_tools.deploy.inventory import Inventory, load_inventory
+from ops_tools.deploy.paths import INVENTORIES, NETWORKS, PLAYBOOKS, PROJECT_ROOT, localnet_dir
+from ops_tools.deploy.runner import run_playbook
+from ops_tools.errors import InputError, OpsError
+from ops_tools.reset.decide import Action, Decision, Observed, decide
+from ops_tools.reset.hooks import ServiceHook, load_hooks
+from ops_tools.reset.hostops import HostOpFailed, Machines, Node
+from ops_tools.reset.journal import Journal
+from ops_tools.reset.lock import cycle_lock
+from ops_tools.reset.phases import DESTRUCTIVE, INSPECT, RESET, ROLL, Phase
+
+MIN_FREE_BYTES = 512 * 1024 * 1024
+
+
+class CycleFailed(OpsError):
+    pass
+
+
+@dataclass
+class Options:
+    inventory: Path
+    repo: str
+    ref: str
+    dry_run: bool = False
+    yes: bool = False
+    resume: bool = False
+    timeout_s: float = 120.0
+    build_cache: Path | None = None
+    on_step: Callable[[str], None] = lambda _: None
+    confirm: Callable[[str], bool] = lambda _: False
+
+
+@dataclass
+class Report:
+    cycle_id: str | None
+    decision: str
+    reason: str
+    revision: str | None
+    expected_genesis: str | None
+    plan: list[str]
+    phases: list[dict[str, Any]] = field(default_factory=list)
+    downtime_s: float | None = None
+    total_s: float | None = None
+    journal: str | None = None
+    dry_run: bool = False
+
+
+def state_root() -> Path:
+    env = os.environ.get("NET_OPS_STATE")
+    return Path(env).expanduser() if env else Path.home() / ".local" / "state" / "net-ops"
+
+
+def cycle_dir(inventory: Path) -> Path:
+    resolved = inventory.resolve()
+    digest = hashlib.sha256(str(resolved).encode()).hexdigest()[:8]
+    return state_root() / "reset" / f"{resolved.name}-{digest}"
+
+
+class ResetCycle:
+    def __init__(self, opts: Options) -> None:
+        self.opts = opts
+        self.dir = cycle_dir(opts.inventory)
+        self.inventory: Inventory = load_inventory(opts.inventory)
+        self.is_local = opts.inventory.resolve() == (INVENTORIES / "local").resolve()
+        self.nodes: list[Node] = []
+        self.hooks: list[ServiceHook] = []
+        self.journal: Journal | None = None
+        self.facts: dict[str, Any] = {}
+
+    # ---- inventory-derived settings -------------------------------------------------------
+    def _var(self, name: str, default: Any = None) -> Any:
+        for host in self.inventory.hosts():
+            value = self.inventory.hostvars[host].get(name)
+            if value is not None and "{{" not in str(value):
+                return value
+        return default
+
+    def _network_file(self) -> Path:
+        declared = self._var("net_network_definition")
+        if declared:
+            path = Path(declared)
+            return path if path.is_absolute() else PROJECT_ROOT / path
+        return NETWORKS / f"{self.opts.inventory.resolve().name}.yml"
+
+    def _public_url(self) -> str:
+        url = self._var("net_public_rpc_url")
+        if url:
+            return str(url)
+        rpc_hosts = self.inventory.hosts("rpc_nodes")
+        if self.is_local and rpc_hosts:
+            port = self.inventory.hostvars[rpc_hosts[0]].get("node_rpc_port", 9944)
+            return f"http://127.0.0.1:{port}"
+        raise InputError(
+            f"inventory {self.opts.inventory}: set net_public_rpc_url (the public RPC endpoint)"
+        )
+
+    def _manifest_path(self, host: str) -> str:
+        hv = self.inventory.hostvars[host]
+        root = hv.get("node_root_dir")
+        if self.is_local:
+            root = str(localnet_dir() / host)
+        elif not root or "{{" in str(root):
+            root = f"/var/lib/net/{hv.get('node_name', host)}"
+        return f"{root}/deployed.json"
+
+    def _node_hosts(self) -> list[str]:
+        return [h for h in self.inventory.hosts() if self.inventory.role_of(h) != "other"]
+
+    # ---- running ---------------------------------------------------------------------------
+    def run(self) -> Report:
+        o = self.opts
+        if o.resume:
+            journal = Journal.load(self.dir / "journal.json")
+            if journal.status == "completed":
+                raise InputError(
+                    f"the last cycle ({journal.cycle_id}) completed; nothing to resume"
+                )
+            o.repo, o.ref = journal.repo, journal.ref
+        elif o.dry_run:
+            journal = None
+        else:
+            journal = Journal.new(self.dir / "journal.json", str(o.inventory), o.repo, o.ref)
+        if journal is None:
+            return self._run_locked(None)
+        with cycle_lock(self.dir / "lock", journal.cycle_id):
+            return self._run_locked(journal)
+
+    def _run_locked(self, journal: Journal | None) -> Report:
+        self.journal = journal
+        if journal is not None:
+            self.facts = journal.facts
+            journal.status, journal.error = "running", None
+            journal.save()
+        started = time.monotonic()
+        hosts = self._node_hosts()
+        if not hosts:
+            raise InputError(f"inventory {self.opts.inventory}: no authorities or rpc_nodes hosts")
+        self.hooks = load_hooks(self._var("net_services"), set(self.inventory.hosts()))
+        with Machines(self.inventory, hosts) as machines:
+            self.machines = machines
+            self._load_nodes(hosts)
+            for phase in INSPECT:
+                self._phase(phase)
+            decision = Decision(Action(self.facts["action"]), self.facts["reason"])
+            plan = {Action.NOTHING: [], Action.ROLL_BINARY: ROLL, Action.RESET: RESET}[
+                decision.action
+            ]
+            if self.opts.dry_run or not plan:
+                if journal is not None:
+                    journal.status = "completed"
+                    journal.save()
+                return self._report(decision, plan, started)
+            self._confirm(decision, plan)
+            for phase in plan:
+                self._phase(phase)
+        if journal is not None:
+            journal.status = "completed"
+            journal.save()
+        return self._report(decision, plan, started)
+
+    def _report(self, decision: Decision, plan: list[Phase], started: float) -> Report:
+        downtime = None
+        if "downtime_from" in self.facts and "downtime_to" in self.facts:
+            downtime = self.facts["downtime_to"] - self.facts["downtime_from"]
+        phases = [
+            {
+                "name": p.name,
+                "status": p.status,
+                "seconds": round((p.finished or time.time()) - p.started, 2),
+                "detail": p.detail,
+            }
+            for p in (self.journal.phases if self.journal else [])
+        ]
+        return Report(
+            cycle_id=self.journal.cycle_id if self.journal else None,
+            decision=decision.action.value,
+            reason=decision.reason,
+            revision=self.facts.get("revision"),
+            expected_genesis=self.facts.get("expected_genesis"),
+            plan=[p.value for p in plan],
+            phases=phases,
+            downtime_s=round(downtime, 2) if downtime is not None else None,
+            total_s=round(time.monotonic() - started, 2),
+            journal=str(self.journal.path) if self.journal else None,
+            dry_run=self.opts.dry_run,
+        )
+
+    def _confirm(self, decision: Decision, plan: list[Phase]) -> None:
+        if self.opts.yes:
+            return
+        hosts = ", ".join(n.host for n in self.nodes)
+        text = (
+            f"{decision.reason}.\nThis will {decision.action.value} the network of"
+            f" {self.opts.inventory} ({hosts}): phases {', '.join(p.value for p in plan)}."
+            " Chain data is purged; keystores and node keys are kept."
+        )
+        if not self.opts.confirm(text):
+            raise CycleFailed("not confirmed; nothing was changed (pass --yes to run unattended)")
+
+    def _phase(self, phase: Phase) -> None:
+        journal = self.journal
+        if journal is not None and journal.done(phase.value):
+            return
+        if self.opts.dry_run and phase in DESTRUCTIVE:
+            raise AssertionError(f"dry run reached destructive phase {phase}")
+        self.opts.on_step(phase.value)
+        record = journal.begin(phase.value) if journal else None
+        try:
+            detail = getattr(self, "_" + phase.value.replace("-", "_"))()
+        except (OpsError, HostOpFailed) as exc:
+            if journal is not None and record is not None:
+                journal.fail(record, str(exc))
+            where = f" (journal: {journal.path})" if journal else ""
+            raise CycleFailed(f"phase {phase.value} failed: {exc}{where}") from None
+        except BaseException as exc:
+            if journal is not None and record is not None:
+                journal.fail(record, f"interrupted: {type(exc).__name__}")
+            raise
+        if journal is not None and record is not None:
+            journal.finish(record, detail or "")
+
+    def _load_nodes(self, hosts: list[str]) -> None:
+        self.nodes = []
+        for host in hosts:
+            manifest = self.machines.read_json(host, self._manifest_path(host))
+            if manifest is None:
+                raise CycleFailed(
+                    f"{host}: no host manifest at {self._manifest_path(host)}; deploy it with"
+                    " playbooks/site.yml first (a reset cycle only resets what is deployed)"
+                )
+            self.nodes.append(
+                Node(host, manifest.get("role") or self.inventory.role_of(host), manifest)
+            )
+
+    def _of_role(self, *roles: str) -> list[Node]:
+        return [n for n in self.nodes if n.role in roles]
+
+    # ---- inspection phases ----------------------------------------------------------------
+    def _build(self) -> str:
+        result = build(
+            BuildRequest(repo=self.opts.repo, ref=self.opts.ref, cache=self.opts.build_cache)
+        )
+        artifact = result.artifact
+        if (
+            self._var("net_node_kind") or ("devnode" if self.is_local else "substrate")
+        ) == "devnode":
+            artifact = make_devnode_artifact(artifact.directory, cache=self.opts.build_cache)
+        self.facts.update(
+            revision=result.artifact.manifest["revision"],
+            artifact_dir=str(artifact.directory),
+            node_binary=str(artifact.node_binary),
+            runtime=str(artifact.runtime),
+            binary_sha256=hashlib.sha256(artifact.node_binary.read_bytes()).hexdigest(),
+        )
+        hit = "cache hit" if result.cache_hit else "built"
+        return f"{self.facts['revision'][:12]} ({hit})"
+
+    def _render(self) -> str:
+        rendered = render(
+            self._network_file(),
+            Path(self.facts["node_binary"]),
+            Path(self.facts["runtime"]),
+            pallet_suite_revision=self.facts["revision"],
+        )
+        out = self.dir / "render" / self.facts["revision"]
+        rendered.write(out)
+        self.facts.update(render_dir=str(out), expected_genesis=rendered.manifest["genesis_hash"])
+        return str(self.facts["expected_genesis"])
+
+    def _compare(self) -> str:
+        try:
+            public = RpcClient(self._public_url(), timeout=5).genesis_hash()
+        except RpcError:
+            public = None
+        served = {n.host: self._served_genesis(n) for n in self.nodes}
+        self.facts.update(public_genesis=public, node_genesis=served)
+        return f"public {public}; " + ", ".join(f"{h} {g}" for h, g in served.items())
+
+    def _served_genesis(self, node: Node) -> str | None:
+        result = self.machines.rpc(node.host, node.rpc_port, "chain_getBlockHash", [0])
+        return str(result) if result else None
+
+    def _decide(self) -> str:
+        d = decide(
+            Observed(
+                expected_genesis=self.facts["expected_genesis"],
+                expected_binary_sha256=self.facts["binary_sha256"],
+                public_genesis=self.facts["public_genesis"],
+                node_genesis=self.facts["node_genesis"],
+                deployed_binary_sha256={
+                    n.host: (n.manifest.get("binary") or {}).get("sha256") for n in self.nodes
+                },
+            )
+        )
+        self.facts.update(action=d.action.value, reason=d.reason)
+        return f"{d.action.value}: {d.reason}"
+
+    # ---- acting phases -------------------------------------------------------------------
+    def _preflight(self) -> str:
+        deployed = {n.manifest.get("genesis_hash") for n in self.nodes}
+        if len(deployed) != 1:
+            raise CycleFailed(f"the host manifests disagree on the deployed genesis: {deployed}")
+        (deployed_genesis,) = deployed
+        live = self.facts.get("public_genesis")
+        if live is not None and live != deployed_genesis:
+            raise CycleFailed(
+                f"the live network at {self._public_url()} serves genesis {live}, but the"
+                f" inventory's manifests say {deployed_genesis} is deployed there: wrong"
+                " inventory or endpoint? Refusing to touch it"
+            )
+        for node in self.nodes:
+            served = self.facts["node_genesis"].get(node.host)
+            if served is not None and served != deployed_genesis:
+                raise CycleFailed(
+                    f"{node.host} serves genesis {served}, its manifest says {deployed_genesis};"
+                    " refusing to touch it"
+                )
+            free = self.machines.free_bytes(node.host, node.manifest["base_path"])
+            if free < MIN_FREE_BYTES:
+                raise CycleFailed(
+                    f"{node.host}: only {free // 2**20} MiB free at {node.manifest['base_path']};"
+                    f" a reset needs {MIN_FREE_BYTES // 2**20} MiB"
+                )
+        return f"{len(self.nodes)} node(s) reachable, identity {deployed_genesis}"
+
+    def _stop_services(self) -> str:
+        self.facts.setdefault("downtime_from", time.time())
+        self.machines.run("stop services", {h.host: [h.stop] for h in self.hooks})
+        return ", ".join(h.name for h in self.hooks) or "no services declared"
+
+    def _stop_nodes(self) -> str:
+        order = self._of_role("rpc", "full") + self._of_role("authority")
+        for node in order:  # public endpoint first, authorities last
+            self.machines.run(f"stop {node.host}", {node.host: [node.stop_command()]})
+        return ", ".join(n.host for n in order)
+
+    def _reset_nodes(self, nodes: list[Node]) -> str:
+        self.machines.run("purge chain data", {n.host: [n.purge_command()] for n in nodes})
+        binary, spec = Path(self.facts["node_binary"]), Path(self.facts["render_dir"]) / "raw.json"
+        self.machines.put(
+            "push binary and spec",
+            {
+                n.host: [
+                    (binary, n.manifest["binary"]["path"], "755"),
+                    (spec, n.manifest["chainspec_path"], "644"),
+                ]
+                for n in nodes
+            },
+        )
+        want = {
+            "binary": self.facts["binary_sha256"],
+            "spec": hashlib.sha256(spec.read_bytes()).hexdigest(),
+        }
+        for n in nodes:
+            for what, path in (
+                ("binary", n.manifest["binary"]["path"]),
+                ("spec", n.manifest["chainspec_path"]),
+            ):
+                got = self.machines.output(n.host, f"sha256sum '{path}'").split(" ")[0]
+                if got != want[what]:
+                    raise CycleFailed(
+                        f"{n.host}: pushed {what} {path} has sha256 {got}, expected {want[what]}"
+                    )
+        return ", ".join(n.host for n in nodes)
+
+    def _reset_authorities(self) -> str:
+        return self._reset_nodes(self._of_role("authority"))
+
+    def _reset_rpc(self) -> str:
+        return self._reset_nodes(self._of_role("rpc", "full"))
+
+    def _start(self, nodes: list[Node]) -> str:
+        self.machines.run("start nodes", {n.host: [n.start_command()] for n in nodes})
+        return ", ".join(n.host for n in nodes)
+
+    def _start_authorities(self) -> str:
+        return self._start(self._of_role("authority"))
+
+    def _start_rpc(self) -> str:
+        return self._start(self._of_role("rpc", "full"))
+
+    def _wait_on_host(self, node: Node, what: str, check: Callable[[], tuple[bool, str]]) -> str:
+        deadline = time.monotonic() + self.opts.timeout_s
+        seen = "no answer"
+        while time.monotonic() < deadline:
+            ok, seen = check()
+            if ok:
+                return seen
+            time.sleep(0.5)
+        raise CycleFailed(
+            f"{node.host} did not {what} within {self.opts.timeout_s:.0f} s (last seen: {seen});"
+            " nothing further was wiped. Fix the node, then run reset-cycle --resume"
+        )
+
+    def _heights(self, node: Node) -> tuple[str | None, int | None, int | None]:
+        genesis = self.machines.rpc(node.host, node.rpc_port, "chain_getBlockHash", [0])
+        header = self.machines.rpc(node.host, node.rpc_port, "chain_getHeader")
+        fin_hash = self.machines.rpc(node.host, node.rpc_port, "chain_getFinalizedHead")
+        fin = self.machines.rpc(node.host, node.rpc_port, "chain_getHeader", [fin_hash])
+        best = int(header["number"], 16) if header else None
+        finalized = int(fin["number"], 16) if fin else None
+        return genesis, best, finalized
+
+    def _wait_finality(self) -> str:
+        expected = self.facts["expected_genesis"]
+        seen = []
+        for node in self._of_role("authority"):
+
+            def check(node: Node = node) -> tuple[bool, str]:
+                genesis, best, finalized = self._heights(node)
+                ok = genesis == expected and (best or 0) >= 2 and (finalized or 0) >= 1
+                return ok, f"genesis {genesis}, best #{best}, finalized #{finalized}"
+
+            seen.append(
+                f"{node.host}: "
+                + self._wait_on_host(node, "author blocks and finalize on the new genesis", check)
+            )
+        return "; ".join(seen)
+
+    def _verify(self) -> str:
+        expected = self.facts["expected_genesis"]
+        for node in self.nodes:
+
+            def check(node: Node = node) -> tuple[bool, str]:
+                genesis, best, _ = self._heights(node)
+                return genesis == expected and best is not None, f"genesis {genesis}, best #{best}"
+
+            self._wait_on_host(node, f"serve genesis {expected}", check)
+        client = RpcClient(self._public_url(), timeout=3)
+        deadline = time.monotonic() + self.opts.timeout_s
+        start = None
+        while True:
+            try:
+                if client.genesis_hash() == expected:
+                    now = client.finalized_number()
+                    start = now if start is None else start
+                    if now > start:
+                        break
+            except RpcError:
+                pass
+            if time.monotonic() > deadline:
+                raise CycleFailed(
+                    f"the public endpoint {self._public_url()} does not serve genesis {expected}"
+                    f" with finality advancing after {self.opts.timeout_s:.0f} s"
+                )
+            time.sleep(0.5)
+        self.facts.setdefault("downtime_to", time.time())
+        return f"every node and {self._public_url()} serve {expected}; finality advancing"
+
+    def _services(self) -> str:
+        self.machines.run("services after reset", {h.host: h.after_reset() for h in self.hooks})
+        return ", ".join(f"{h.name}: {h.action}" for h in self.hooks) or "no services declared"
+
+    def _site_extravars(self) -> dict[str, Any]:
+        extra: dict[str, Any] = {
+            "net_chainspec_dir": self.facts["render_dir"],
+            "node_binary_src": self.facts["node_binary"],
+            "node_binary_sha256": self.facts["binary_sha256"],
+        }
+        if self.is_local:
+            extra["net_state_dir"] = str(localnet_dir())
+        return extra
+
+    def _record(self) -> str:
+        # The roles own the hosts' configuration: re-converging with the new inputs rewrites
+        # the host manifests; binary and spec are already in place, so nothing restarts.
+        result = run_playbook(PLAYBOOKS / "site.yml", self.opts.inventory, self._site_extravars())
+        return (
+            f"site.yml converged ({result.changed} change(s)); host manifests record the new chain"
+        )
+
+    def _roll_binary(self) -> str:
+        result = run_playbook(PLAYBOOKS / "site.yml", self.opts.inventory, self._site_extravars())
+        return f"site.yml rolled the new binary ({result.changed} change(s))"

@@ -1,0 +1,69 @@
+"""What a reset does to each off-chain service (indexer, faucet, attestation, gateway, ...).
+
+Each service declares itself in the inventory (``net_services``), so that a new service plugs
+into the cycle without changing it:
+
+    net_services:
+      - name: indexer
+        host: services-0
+        reset: wipe            # wipe | reseed | archive | restart
+        stop: "systemctl stop net-indexer"
+        start: "systemctl start net-indexer"
+        wipe: "rm -rf /var/lib/net/indexer/db"            # for reset: wipe
+        archive: "tar -C /var/lib/net -czf /var/backups/indexer-$(date +%s).tgz indexer"
+        reseed: "/opt/net/bin/faucet-reseed"              # for reset: reseed
+
+Stop runs before the nodes stop; after the network serves the new genesis, the declared action
+runs, then start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ops_tools.errors import InputError
+
+ACTIONS = ("wipe", "reseed", "archive", "restart")
+
+
+@dataclass(frozen=True)
+class ServiceHook:
+    name: str
+    host: str
+    action: str
+    stop: str
+    start: str
+    action_command: str | None
+
+    def after_reset(self) -> list[str]:
+        return ([self.action_command] if self.action_command else []) + [self.start]
+
+
+def load_hooks(declared: Any, hosts: set[str]) -> list[ServiceHook]:
+    if not declared:
+        return []
+    if not isinstance(declared, list):
+        raise InputError("inventory variable net_services must be a list of service declarations")
+    hooks = []
+    for i, entry in enumerate(declared):
+        where = f"net_services[{i}]"
+        if not isinstance(entry, dict):
+            raise InputError(f"{where}: expected a mapping")
+        for field in ("name", "host", "reset", "stop", "start"):
+            if field not in entry:
+                raise InputError(f"{where}: missing field '{field}'")
+        action = entry["reset"]
+        if action not in ACTIONS:
+            raise InputError(f"{where}.reset: {action!r} is not one of {', '.join(ACTIONS)}")
+        if entry["host"] not in hosts:
+            raise InputError(f"{where}.host: {entry['host']!r} is not a host of the inventory")
+        command = entry.get(action) if action != "restart" else None
+        if action != "restart" and not command:
+            raise InputError(f"{where}: reset is {action!r} but no '{action}' command is given")
+        hooks.append(
+            ServiceHook(
+                entry["name"], entry["host"], action, entry["stop"], entry["start"], command
+            )
+        )
+    return hooks

@@ -1,0 +1,216 @@
+"""The time-critical host operations of a reset (stop, purge, push, start), run with pyinfra on
+the machines of an Ansible inventory, driven by the host manifests the roles wrote.
+
+Several inventory hosts can live on one machine (``inventories/local`` puts every node on this
+one): they share one pyinfra host, and their commands run in inventory order on it, while
+different machines run in parallel.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyinfra.api import Config, State
+from pyinfra.api import Inventory as PyInventory
+from pyinfra.api.connect import connect_all, disconnect_all
+from pyinfra.api.exceptions import PyinfraError
+from pyinfra.api.operation import add_op
+from pyinfra.api.operations import run_ops
+from pyinfra.facts.server import Command
+from pyinfra.operations import files, server
+
+from ops_tools.deploy.inventory import Inventory
+from ops_tools.errors import OpsError
+
+LOCAL = "@local"
+
+
+class HostOpFailed(OpsError):
+    pass
+
+
+@dataclass(frozen=True)
+class Node:
+    """One node of the inventory, as its host manifest describes it."""
+
+    host: str
+    role: str
+    manifest: dict[str, Any]
+
+    @property
+    def rpc_port(self) -> int:
+        return int(self.manifest["rpc_port"])
+
+    def _service(self, action: str) -> str:
+        service = self.manifest["service"]
+        if service["manager"] == "supervisor":
+            return shlex.join(
+                ["supervisorctl", "-c", service["supervisor_conf"], action, service["name"]]
+            )
+        return shlex.join(["systemctl", action, service["name"]])
+
+    def stop_command(self) -> str:
+        return self._service("stop")
+
+    def start_command(self) -> str:
+        # supervisorctl answers "already started" with a non-zero status: make start idempotent
+        # so that a resumed cycle can start what an interrupted one already started.
+        if self.manifest["service"]["manager"] == "supervisor":
+            status = self._service("status")
+            return f"{status} >/dev/null 2>&1 || {self._service('start')}"
+        return self._service("start")
+
+    def purge_command(self) -> str:
+        m = self.manifest
+        return shlex.join(
+            [
+                m["binary"]["path"],
+                "purge-chain",
+                "--base-path",
+                m["base_path"],
+                "--chain",
+                m["chainspec_path"],
+                "-y",
+            ]
+        )
+
+
+def machine_of(hostvars: dict[str, Any], host: str) -> tuple[str, dict[str, Any]]:
+    """The pyinfra name and connection data of an inventory host."""
+    if hostvars.get("ansible_connection") == "local":
+        return LOCAL, {}
+    data: dict[str, Any] = {"ssh_hostname": hostvars.get("ansible_host", host)}
+    if "ansible_port" in hostvars:
+        data["ssh_port"] = int(hostvars["ansible_port"])
+    if "ansible_user" in hostvars:
+        data["ssh_user"] = hostvars["ansible_user"]
+    if "ansible_ssh_private_key_file" in hostvars:
+        data["ssh_key"] = hostvars["ansible_ssh_private_key_file"]
+    data["ssh_strict_host_key_checking"] = hostvars.get(
+        "net_ssh_strict_host_key_checking", "accept-new"
+    )
+    return f"{data['ssh_hostname']}:{data.get('ssh_port', 22)}", data
+
+
+class Machines:
+    """A pyinfra session over the machines behind an inventory's hosts."""
+
+    def __init__(self, inventory: Inventory, hosts: list[str]) -> None:
+        self.machine_of: dict[str, str] = {}
+        names: dict[str, dict[str, Any]] = {}
+        for host in hosts:
+            name, data = machine_of(inventory.hostvars.get(host, {}), host)
+            self.machine_of[host] = name
+            names.setdefault(name, data)
+        self._inventory = PyInventory(
+            (
+                [(n, d) for n, d in names.items() if n != LOCAL]
+                + ([LOCAL] if LOCAL in names else []),
+                {},
+            )
+        )
+        self.state = State(self._inventory, Config(CONNECT_TIMEOUT=10))
+
+    def __enter__(self) -> Machines:
+        connect_all(self.state)
+        failed = [h.name for h in self.state.failed_hosts]
+        if failed:
+            raise HostOpFailed(f"cannot connect to {', '.join(failed)}")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        disconnect_all(self.state)
+
+    def _py(self, host: str) -> Any:
+        return self._inventory.get_host(self.machine_of[host])
+
+    def output(self, host: str, command: str) -> str:
+        """Stdout of ``command`` on the machine of ``host`` (raises with stderr on failure)."""
+        try:
+            out = self._py(host).get_fact(Command, command=command)
+        except PyinfraError as exc:
+            raise HostOpFailed(f"{host}: '{command}' failed: {exc}") from None
+        return out or ""
+
+    def read_json(self, host: str, path: str) -> dict[str, Any] | None:
+        try:
+            text = self.output(host, f"cat {shlex.quote(path)} 2>/dev/null || true")
+            return json.loads(text) if text.strip() else None
+        except json.JSONDecodeError:
+            return None
+
+    def rpc(self, host: str, port: int, method: str, params: list[Any] | None = None) -> Any:
+        """JSON-RPC on the host's own loopback (authorities expose RPC nowhere else)."""
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params or []})
+        cmd = shlex.join(
+            [
+                "curl",
+                "-sS",
+                "--max-time",
+                "5",
+                "-H",
+                "Content-Type: application/json",
+                "-d",
+                body,
+                f"http://127.0.0.1:{port}",
+            ]
+        )
+        text = self.output(host, f"{cmd} || true")
+        try:
+            reply = json.loads(text)
+        except json.JSONDecodeError:
+            return None
+        return reply.get("result")
+
+    def free_bytes(self, host: str, path: str) -> int:
+        out = self.output(host, f"df -B1 --output=avail {shlex.quote(path)} | tail -1")
+        return int(out.strip() or 0)
+
+    def run(self, what: str, commands: dict[str, list[str]]) -> None:
+        """Run each host's commands (in order on each machine, machines in parallel)."""
+        per_machine: dict[str, list[str]] = {}
+        for host, cmds in commands.items():
+            per_machine.setdefault(self.machine_of[host], []).extend(cmds)
+        metas = {}
+        for machine, cmds in per_machine.items():
+            if cmds:
+                py = self._inventory.get_host(machine)
+                metas.update(add_op(self.state, server.shell, name=what, commands=cmds, host=py))
+        self._execute(what, metas)
+
+    def put(self, what: str, uploads: dict[str, list[tuple[Path, str, str]]]) -> None:
+        """Upload ``(local file, remote path, mode)`` per host, then check sha256 on the host."""
+        metas = {}
+        for host, items in uploads.items():
+            py = self._py(host)
+            for src, dest, mode in items:
+                metas.update(
+                    add_op(
+                        self.state,
+                        files.put,
+                        name=f"{what}: {dest}",
+                        src=str(src),
+                        dest=dest,
+                        mode=mode,
+                        host=py,
+                    )
+                )
+        self._execute(what, metas)
+
+    def _execute(self, what: str, metas: dict[Any, Any]) -> None:
+        if not metas:
+            return
+        with contextlib.suppress(PyinfraError):  # the per-host results below say what failed
+            run_ops(self.state)
+        failed = [
+            f"{host.name}: {meta.stderr.strip() or 'failed'}"
+            for host, meta in metas.items()
+            if not meta.did_succeed(_raise_if_not_complete=False)
+        ]
+        if failed:
+            raise HostOpFailed(f"{what} failed on " + "; ".join(failed))

@@ -1,0 +1,148 @@
+"""The pure parts of the reset cycle: decision, journal, lock, service hooks."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+
+import pytest
+
+from ops_tools.errors import InputError
+from ops_tools.reset.decide import Action, Observed, decide
+from ops_tools.reset.hooks import load_hooks
+from ops_tools.reset.journal import Journal
+from ops_tools.reset.lock import LockHeld, cycle_lock
+from ops_tools.reset.phases import DESTRUCTIVE, INSPECT, RESET, Phase
+
+G_OLD, G_NEW = "0x" + "11" * 32, "0x" + "22" * 32
+
+
+def observed(**kw):
+    base = dict(
+        expected_genesis=G_NEW,
+        expected_binary_sha256="b1",
+        public_genesis=G_NEW,
+        node_genesis={"a0": G_NEW, "a1": G_NEW, "rpc": G_NEW},
+        deployed_binary_sha256={"a0": "b1", "a1": "b1", "rpc": "b1"},
+    )
+    base.update(kw)
+    return Observed(**base)
+
+
+def test_same_genesis_and_binary_is_nothing_to_do():
+    d = decide(observed())
+    assert d.action is Action.NOTHING
+    assert G_NEW in d.reason
+
+
+def test_new_genesis_is_a_reset_and_says_both_hashes():
+    d = decide(observed(public_genesis=G_OLD, node_genesis={"a0": G_OLD}))
+    assert d.action is Action.RESET
+    assert G_OLD in d.reason and G_NEW in d.reason
+
+
+def test_a_node_behind_the_public_endpoint_is_a_reset():
+    d = decide(observed(node_genesis={"a0": G_NEW, "a1": G_OLD}))
+    assert d.action is Action.RESET and "a1" in d.reason
+
+
+def test_down_network_is_a_reset():
+    assert decide(observed(public_genesis=None)).action is Action.RESET
+
+
+def test_changed_binary_alone_is_a_rolling_restart():
+    d = decide(observed(deployed_binary_sha256={"a0": "b0", "a1": "b1", "rpc": "b1"}))
+    assert d.action is Action.ROLL_BINARY and "a0" in d.reason
+
+
+def test_inspection_is_never_destructive_and_the_reset_order_is_safe():
+    assert not DESTRUCTIVE & set(INSPECT)
+    assert Phase.PREFLIGHT not in DESTRUCTIVE
+    order = [p for p in RESET]
+    assert (
+        order.index(Phase.PREFLIGHT)
+        < order.index(Phase.STOP_SERVICES)
+        < order.index(Phase.STOP_NODES)
+    )
+    # the RPC node and the services are wiped only once the authorities finalize again
+    assert order.index(Phase.WAIT_FINALITY) < order.index(Phase.RESET_RPC)
+    assert order.index(Phase.VERIFY) < order.index(Phase.SERVICES)
+
+
+def test_journal_round_trip_and_resume_point(tmp_path):
+    j = Journal.new(tmp_path / "journal.json", "inv", "repo", "main")
+    r = j.begin("build")
+    j.finish(r, "abc")
+    r = j.begin("render")
+    j.fail(r, "boom")
+    loaded = Journal.load(tmp_path / "journal.json")
+    assert loaded.cycle_id == j.cycle_id
+    assert loaded.done("build") and not loaded.done("render")
+    assert loaded.status == "failed" and loaded.error == "render: boom"
+    assert loaded.last_done() == "build"
+    assert (tmp_path / "journal.json").stat().st_mode & 0o777 == 0o600
+
+
+def test_missing_journal_is_a_clear_error(tmp_path):
+    with pytest.raises(InputError, match="no reset cycle to resume"):
+        Journal.load(tmp_path / "journal.json")
+
+
+def _hold(path, ready, release):
+    with cycle_lock(path, "holder-cycle"):
+        ready.set()
+        release.wait(30)
+
+
+def test_second_cycle_is_refused_and_names_the_holder(tmp_path):
+    ctx = mp.get_context("fork")
+    ready, release = ctx.Event(), ctx.Event()
+    holder = ctx.Process(target=_hold, args=(tmp_path / "lock", ready, release))
+    holder.start()
+    try:
+        assert ready.wait(30)
+        with pytest.raises(LockHeld) as err, cycle_lock(tmp_path / "lock", "second"):
+            pass
+        assert f"pid {holder.pid}" in str(err.value) and "holder-cycle" in str(err.value)
+    finally:
+        release.set()
+        holder.join(30)
+    with cycle_lock(tmp_path / "lock", "third"):  # released when the holder ended
+        assert json.loads((tmp_path / "lock").read_text())["cycle_id"] == "third"
+
+
+def test_service_hooks_declare_what_a_reset_does():
+    hooks = load_hooks(
+        [
+            {
+                "name": "indexer",
+                "host": "svc",
+                "reset": "wipe",
+                "stop": "stop-i",
+                "start": "start-i",
+                "wipe": "rm -rf db",
+            },
+            {
+                "name": "gateway",
+                "host": "svc",
+                "reset": "restart",
+                "stop": "stop-g",
+                "start": "start-g",
+            },
+        ],
+        {"svc"},
+    )
+    assert hooks[0].after_reset() == ["rm -rf db", "start-i"]
+    assert hooks[1].after_reset() == ["start-g"]
+    with pytest.raises(InputError, match=r"net_services\[0\].reset"):
+        load_hooks(
+            [{"name": "x", "host": "svc", "reset": "explode", "stop": "a", "start": "b"}], {"svc"}
+        )
+    with pytest.raises(InputError, match="no 'reseed' command"):
+        load_hooks(
+            [{"name": "x", "host": "svc", "reset": "reseed", "stop": "a", "start": "b"}], {"svc"}
+        )
+    with pytest.raises(InputError, match="not a host"):
+        load_hooks(
+            [{"name": "x", "host": "nope", "reset": "restart", "stop": "a", "start": "b"}], {"svc"}
+        )
