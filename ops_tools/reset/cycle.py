@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -130,20 +131,22 @@ class ResetCycle:
     # ---- running ---------------------------------------------------------------------------
     def run(self) -> Report:
         o = self.opts
-        if o.resume:
-            journal = Journal.load(self.dir / "journal.json")
-            if journal.status == "completed":
-                raise InputError(
-                    f"the last cycle ({journal.cycle_id}) completed; nothing to resume"
-                )
-            o.repo, o.ref = journal.repo, journal.ref
-        elif o.dry_run:
-            journal = None
-        else:
-            journal = Journal.new(self.dir / "journal.json", str(o.inventory), o.repo, o.ref)
-        if journal is None:
-            return self._run_locked(None)
-        with cycle_lock(self.dir / "lock", journal.cycle_id):
+        if o.dry_run and not o.resume:
+            return self._run_locked(None)  # a dry run writes no journal and takes no lock
+        path = self.dir / "journal.json"
+        # The lock comes before the journal is touched: a refused second cycle must not
+        # overwrite the journal of the one that holds it.
+        cycle_id = Journal.load(path).cycle_id if o.resume else uuid.uuid4().hex[:12]
+        with cycle_lock(self.dir / "lock", cycle_id):
+            if o.resume:
+                journal = Journal.load(path)
+                if journal.status == "completed":
+                    raise InputError(
+                        f"the last cycle ({journal.cycle_id}) completed; nothing to resume"
+                    )
+                o.repo, o.ref = journal.repo, journal.ref
+            else:
+                journal = Journal.new(path, cycle_id, str(o.inventory), o.repo, o.ref)
             return self._run_locked(journal)
 
     def _run_locked(self, journal: Journal | None) -> Report:

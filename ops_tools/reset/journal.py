@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,8 +36,8 @@ class Journal:
     error: str | None = None
 
     @classmethod
-    def new(cls, path: Path, inventory: str, repo: str, ref: str) -> Journal:
-        journal = cls(path, uuid.uuid4().hex[:12], inventory, repo, ref)
+    def new(cls, path: Path, cycle_id: str, inventory: str, repo: str, ref: str) -> Journal:
+        journal = cls(path, cycle_id, inventory, repo, ref)
         journal.save()
         return journal
 

@@ -70,13 +70,13 @@ def test_inspection_is_never_destructive_and_the_reset_order_is_safe():
 
 
 def test_journal_round_trip_and_resume_point(tmp_path):
-    j = Journal.new(tmp_path / "journal.json", "inv", "repo", "main")
+    j = Journal.new(tmp_path / "journal.json", "c1", "inv", "repo", "main")
     r = j.begin("build")
     j.finish(r, "abc")
     r = j.begin("render")
     j.fail(r, "boom")
     loaded = Journal.load(tmp_path / "journal.json")
-    assert loaded.cycle_id == j.cycle_id
+    assert loaded.cycle_id == j.cycle_id == "c1"
     assert loaded.done("build") and not loaded.done("render")
     assert loaded.status == "failed" and loaded.error == "render: boom"
     assert loaded.last_done() == "build"

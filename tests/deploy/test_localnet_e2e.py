@@ -1,0 +1,119 @@
+"""The main job end to end: ``ops-tools localnet up`` on inventories/local, as a newcomer runs it.
+
+Real processes only: the development node under a project-owned supervisord, converged by the
+real playbooks. The network lives in a temporary NET_LOCALNET_DIR and is purged at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ops_tools.chain.rpc import RpcClient
+from ops_tools.chainspec.header import DIGEST_PRE_RUNTIME, DigestItem
+from ops_tools.chainspec.scale import Reader
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow
+OPS_TOOLS = Path(sys.executable).with_name("ops-tools")
+PUBLIC = "http://127.0.0.1:9944"
+
+
+def ops(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(OPS_TOOLS), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=900,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def localnet(tmp_path_factory):
+    state = tmp_path_factory.mktemp("localnet")
+    env = {**os.environ, "NET_LOCALNET_DIR": str(state)}
+    first = ops("localnet", "up", "--json", env=env)
+    try:
+        assert first.returncode == 0, first.stderr
+        yield env, json.loads(first.stdout), state
+    finally:
+        down = ops("localnet", "down", "--purge", "--yes", env=env)
+        assert down.returncode == 0, down.stderr
+        assert not state.exists()
+
+
+def slot_of(header: dict) -> int:
+    for log in header["digest"]["logs"]:
+        item = DigestItem.decode(Reader(bytes.fromhex(log[2:])))
+        if item.kind == DIGEST_PRE_RUNTIME and item.engine == b"aura":
+            return int.from_bytes(item.data[:8], "little")
+    raise AssertionError(f"no aura pre-runtime digest in {header}")
+
+
+def test_public_endpoint_serves_the_rendered_genesis_with_finality(localnet):
+    _env, result, state = localnet
+    rendered = json.loads((state / "chainspec" / "manifest.json").read_text())
+    client = RpcClient(PUBLIC)
+    assert client.genesis_hash() == rendered["genesis_hash"] == result["genesis_hash"]
+    start = client.finalized_number()
+    deadline = time.monotonic() + 60
+    while client.finalized_number() <= start:
+        assert time.monotonic() < deadline, "finality did not advance on the public endpoint"
+        time.sleep(0.5)
+    roles = sorted(e["role"] for e in result["endpoints"])
+    assert roles == ["authority", "authority", "rpc"]
+
+
+def test_both_authorities_author(localnet):
+    client = RpcClient(PUBLIC)
+    best = client.best_number()
+    deadline = time.monotonic() + 60
+    while client.best_number() < best + 4:
+        assert time.monotonic() < deadline, "blocks stopped"
+        time.sleep(0.5)
+    authors = set()
+    number = client.best_number()
+    for n in range(number - 3, number + 1):
+        header = client.call("chain_getHeader", [client.call("chain_getBlockHash", [n])])
+        authors.add(slot_of(header) % 2)
+    assert authors == {0, 1}
+
+
+def test_second_up_changes_nothing(localnet):
+    env, _, _ = localnet
+    again = ops("localnet", "up", "--json", env=env)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["changed"] == 0
+
+
+def test_down_keeps_data_and_up_resumes_the_same_chain(localnet):
+    env, result, state = localnet
+    client = RpcClient(PUBLIC)
+    before = client.best_number()
+    down = ops("localnet", "down", env=env)
+    assert down.returncode == 0, down.stderr
+    with pytest.raises(Exception):  # noqa: B017 - any failure to connect: the node is stopped
+        client.genesis_hash()
+    assert (state / "chainspec" / "raw.json").exists()
+    up = ops("localnet", "up", "--json", env=env)
+    assert up.returncode == 0, up.stderr
+    assert client.genesis_hash() == result["genesis_hash"]
+    assert client.best_number() >= before
+
+
+def test_purge_refuses_a_directory_that_is_not_a_local_network(tmp_path):
+    (tmp_path / "precious.txt").write_text("keep me")
+    env = {**os.environ, "NET_LOCALNET_DIR": str(tmp_path)}
+    result = ops("localnet", "down", "--purge", "--yes", env=env)
+    assert result.returncode == 2
+    assert "refusing to delete" in result.stderr
+    assert (tmp_path / "precious.txt").read_text() == "keep me"

@@ -1,0 +1,294 @@
+"""Reset cycles end to end on inventories/local with the fixture pallet-suite.
+
+Everything is real: the local network under supervisord (deployed by the roles), the fixture
+pallet-suite built by cargo, the development node paired with its runtime, pyinfra for the host
+operations. State, build cache and the network live in temporary directories.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from substrateinterface import Keypair, SubstrateInterface
+
+from ops_tools.chain.rpc import RpcClient
+from ops_tools.chainspec.hashing import blake2_128_concat, storage_prefix
+from tests.build.conftest import FIXTURE, SuiteRepo, git
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow
+OPS_TOOLS = Path(sys.executable).with_name("ops-tools")
+PUBLIC = "http://127.0.0.1:9944"
+INVENTORY = str(ROOT / "inventories" / "local")
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    base = tmp_path_factory.mktemp("reset")
+    env = {
+        **os.environ,
+        "NET_LOCALNET_DIR": str(base / "localnet"),
+        "NET_OPS_STATE": str(base / "ops-state"),
+        "OPS_TOOLS_CACHE": str(base / "build-cache"),
+    }
+    repo_path = base / "pallet-suite"
+    shutil.copytree(FIXTURE, repo_path, ignore=shutil.ignore_patterns("target"))
+    git(repo_path, "init", "-q", "-b", "main")
+    suite = SuiteRepo(repo_path)
+    suite.commit("commit 1")
+    up = run(env, "localnet", "up", "--json")
+    assert up.returncode == 0, up.stderr
+    try:
+        yield env, suite, base
+    finally:
+        run(env, "localnet", "down", "--purge", "--yes")
+
+
+def run(env, *args, timeout=900):
+    return subprocess.run(
+        [str(OPS_TOOLS), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def cycle(env, suite, *extra, ref="main"):
+    return run(
+        env,
+        "reset-cycle",
+        "--inventory",
+        INVENTORY,
+        "--repo",
+        str(suite.path),
+        "--ref",
+        ref,
+        "--json",
+        *extra,
+    )
+
+
+def journal(base: Path) -> dict:
+    (path,) = (base / "ops-state" / "reset").glob("*/journal.json")
+    return json.loads(path.read_text())
+
+
+def manifests(env) -> dict[str, dict]:
+    state = Path(env["NET_LOCALNET_DIR"])
+    return {p.parent.name: json.loads(p.read_text()) for p in state.glob("*/deployed.json")}
+
+
+def key_material(env) -> dict[str, str]:
+    """sha256 of every keystore file and node key of every node."""
+    out = {}
+    for host, m in manifests(env).items():
+        paths = [Path(m["node_key_path"]), *sorted(Path(m["keystore_path"]).glob("*"))]
+        for p in paths:
+            if p.is_file():
+                out[f"{host}:{p.name}"] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+ALICE = Keypair.create_from_uri("//Alice")
+BOB = Keypair.create_from_uri("//Bob")
+ALICE_KEY = "0x" + (storage_prefix("System", "Account") + blake2_128_concat(ALICE.public_key)).hex()
+
+
+def spend_from_alice():
+    substrate = SubstrateInterface(url="ws://127.0.0.1:9944")
+    call = substrate.compose_call(
+        "Balances", "transfer_keep_alive", {"dest": BOB.ss58_address, "value": 10**15}
+    )
+    receipt = substrate.submit_extrinsic(
+        substrate.create_signed_extrinsic(call, ALICE), wait_for_inclusion=True
+    )
+    assert receipt.is_success, receipt.error_message
+    substrate.close()
+
+
+def wait_finality(client: RpcClient, timeout=60):
+    start = client.finalized_number()
+    deadline = time.monotonic() + timeout
+    while client.finalized_number() <= start:
+        assert time.monotonic() < deadline, "finality did not advance"
+        time.sleep(0.5)
+
+
+def test_new_revision_resets_the_network(world):
+    env, suite, base = world
+    client = RpcClient(PUBLIC)
+    old_genesis = client.genesis_hash()
+    keys_before = key_material(env)
+    spend_from_alice()
+    genesis_value = json.loads(
+        (Path(env["NET_LOCALNET_DIR"]) / "chainspec" / "raw.json").read_text()
+    )["genesis"]["raw"]["top"][ALICE_KEY]
+    assert client.call("state_getStorage", [ALICE_KEY]) != genesis_value
+
+    result = cycle(env, suite, "--yes")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["decision"] == "reset"
+    assert report["expected_genesis"] != old_genesis
+    assert report["downtime_s"] is not None and report["downtime_s"] > 0
+    assert client.genesis_hash() == report["expected_genesis"]
+    wait_finality(client)
+    for host, m in manifests(env).items():
+        assert m["genesis_hash"] == report["expected_genesis"], host
+        node = RpcClient(f"http://127.0.0.1:{m['rpc_port']}")
+        assert node.genesis_hash() == report["expected_genesis"], host
+    # balances are back at genesis; keys are the same keys
+    rendered = Path(journal(base)["facts"]["render_dir"]) / "raw.json"
+    alice_at_genesis = json.loads(rendered.read_text())["genesis"]["raw"]["top"][ALICE_KEY]
+    assert client.call("state_getStorage", [ALICE_KEY]) == alice_at_genesis
+    assert key_material(env) == keys_before
+
+
+def test_same_revision_is_nothing_to_do_and_touches_no_host(world):
+    env, suite, _base = world
+    programs_before = run_supervisorctl(env, "status")
+    result = cycle(env, suite)  # no --yes: nothing destructive may be needed
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["decision"] == "nothing"
+    assert [p["name"] for p in report["phases"]] == ["build", "render", "compare", "decide"]
+    assert uptimes(run_supervisorctl(env, "status")) >= uptimes(programs_before)
+
+
+def run_supervisorctl(env, *args) -> str:
+    conf = Path(env["NET_LOCALNET_DIR"]) / "supervisor" / "supervisord.conf"
+    return subprocess.run(
+        ["supervisorctl", "-c", str(conf), *args], capture_output=True, text=True, check=False
+    ).stdout
+
+
+def uptimes(status: str) -> int:
+    """Sum of the programs' uptimes in seconds: it only grows when no program restarted."""
+    total = 0
+    for line in status.splitlines():
+        if "uptime" in line:
+            h, m, s = line.rsplit("uptime", 1)[1].strip().split(":")
+            total += int(h) * 3600 + int(m) * 60 + int(s)
+    return total
+
+
+def test_dry_run_prints_the_plan_and_touches_nothing(world):
+    env, suite, _base = world
+    suite.commit("commit 2: spec 7", suite.set_spec_version(7))
+    before = manifests(env)
+    result = cycle(env, suite, "--dry-run")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["dry_run"] and report["decision"] == "reset"
+    assert "stop-nodes" in report["plan"] and "differs" in report["reason"]
+    assert manifests(env) == before
+
+
+def test_without_yes_and_without_a_terminal_it_refuses(world):
+    env, suite, _ = world
+    genesis = RpcClient(PUBLIC).genesis_hash()
+    result = cycle(env, suite)
+    assert result.returncode != 0
+    assert "--yes" in result.stderr
+    assert RpcClient(PUBLIC).genesis_hash() == genesis
+
+
+def test_identity_mismatch_is_refused_before_anything_destructive(world):
+    env, suite, base = world
+    state = Path(env["NET_LOCALNET_DIR"])
+    originals = {p: p.read_text() for p in state.glob("*/deployed.json")}
+    try:
+        for p, text in originals.items():
+            m = json.loads(text)
+            m["genesis_hash"] = "0x" + "ee" * 32
+            p.write_text(json.dumps(m))
+        result = cycle(env, suite, "--yes")
+        assert result.returncode != 0
+        assert "refusing to touch it" in result.stderr
+        phases = journal(base)["phases"]
+        assert phases[-1]["name"] == "preflight" and phases[-1]["status"] == "failed"
+        assert not any(p["name"].startswith("stop") for p in phases)
+    finally:
+        for p, text in originals.items():
+            p.write_text(text)
+    wait_finality(RpcClient(PUBLIC))  # the network was not touched
+
+
+def test_authority_not_back_in_time_stops_the_cycle_then_resume_completes(world):
+    env, suite, base = world
+    rpc_db = next(Path(m["base_path"]) for m in manifests(env).values() if m["role"] == "rpc")
+    result = cycle(env, suite, "--yes", "--timeout", "0.5")
+    assert result.returncode != 0
+    assert "did not author blocks and finalize" in result.stderr
+    j = journal(base)
+    assert j["status"] == "failed" and j["error"].startswith("wait-finality")
+    assert not any(p["name"] == "reset-rpc" for p in j["phases"])  # nothing else was wiped
+    assert any(rpc_db.rglob("*")), "the RPC node's data must still be there"
+    resumed = cycle(env, suite, "--resume", "--yes", ref="ignored-on-resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["expected_genesis"] == RpcClient(PUBLIC).genesis_hash()
+
+
+def test_killed_in_the_start_phase_then_resume_completes_and_a_second_cycle_is_refused(world):
+    env, suite, base = world
+    suite.commit("commit 3: spec 8", suite.set_spec_version(8))
+    proc = subprocess.Popen(
+        [
+            str(OPS_TOOLS),
+            "reset-cycle",
+            "--inventory",
+            INVENTORY,
+            "--repo",
+            str(suite.path),
+            "--ref",
+            "main",
+            "--yes",
+            "--json",
+        ],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        refused = False
+        while True:
+            assert time.monotonic() < deadline, "the cycle never reached start-authorities"
+            assert proc.poll() is None, "the cycle ended before it could be interrupted"
+            try:
+                phases = journal(base)["phases"]
+            except (FileNotFoundError, ValueError):
+                phases = []
+            if not refused and any(p["name"] == "stop-nodes" for p in phases):
+                second = cycle(env, suite, "--yes")
+                assert second.returncode != 0 and "another reset cycle is running" in second.stderr
+                refused = True
+            if any(p["name"] == "start-authorities" for p in phases):
+                break
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGKILL)
+        assert refused
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert journal(base)["status"] == "running"
+    resumed = cycle(env, suite, "--resume", "--yes")
+    assert resumed.returncode == 0, resumed.stderr
+    report = json.loads(resumed.stdout)
+    assert RpcClient(PUBLIC).genesis_hash() == report["expected_genesis"]
+    wait_finality(RpcClient(PUBLIC))
