@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 
 import typer
@@ -14,10 +13,8 @@ from ops_tools.chainspec.diff import diff_specs
 from ops_tools.chainspec.inspect import summarize
 from ops_tools.chainspec.lock import compare_lock, default_lock_path, read_lock, write_lock
 from ops_tools.chainspec.render import render
-from ops_tools.cli.output import console, err_console, print_json
+from ops_tools.cli.output import console, err_console, print_json, progress
 from ops_tools.errors import InputError
-
-_nullctx = contextlib.nullcontext
 
 app = typer.Typer(help="Chain specs: genesis hash, inspection, rendering.", no_args_is_help=True)
 
@@ -144,7 +141,7 @@ def render_cmd(
     if out is None and not check:
         raise InputError("--out DIR is required (or --check alone to compare with the lock)")
     node_path, runtime_path, art_revision, provenance = _resolve_inputs(node, runtime, artifact)
-    with console.status("rendering the chain spec", spinner="dots") if not json_out else _nullctx():
+    with progress("rendering the chain spec", not json_out):
         rendered = render(
             network,
             node_path,
@@ -195,7 +192,7 @@ def verify_determinism_cmd(
     for flag, value in (("--node", node), ("--runtime", runtime), ("--artifact", artifact)):
         if value is not None:
             args += [flag, str(value.resolve())]
-    with console.status("rendering twice", spinner="dots") if not json_out else _nullctx():
+    with progress("rendering twice", not json_out):
         result = verify_determinism(args)
     if json_out:
         print_json(result.__dict__)

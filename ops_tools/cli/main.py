@@ -7,7 +7,7 @@ import sys
 import typer
 
 from ops_tools import __version__
-from ops_tools.cli import chainspec, localnet, node, reset
+from ops_tools.cli import chainspec, localnet, node, reset, status
 from ops_tools.cli.output import err_console
 from ops_tools.errors import OpsError
 
@@ -22,6 +22,7 @@ app.add_typer(chainspec.app, name="chainspec")
 app.add_typer(node.app, name="node")
 app.add_typer(localnet.app, name="localnet")
 app.command("reset-cycle")(reset.reset_cycle)
+app.command("status")(status.status)
 
 
 def _version(value: bool) -> None:

@@ -16,8 +16,9 @@ from ops_tools.build.layout import DEFAULT_RUNTIME_GLOB
 from ops_tools.build.smoke import DEV_RUNTIME_FEATURE, TESTNET_CHAIN_ID
 from ops_tools.cli.output import console, err_console, print_json
 
-app = typer.Typer(help="Node artifacts: build the pallet-suite node at a revision, cached.",
-                  no_args_is_help=True)
+app = typer.Typer(
+    help="Node artifacts: build the pallet-suite node at a revision, cached.", no_args_is_help=True
+)
 
 # Module-level option singletons: Path-typed defaults may not be calls in signatures (B008).
 CacheOpt = typer.Option(
@@ -44,8 +45,13 @@ class RichEvents(Events):
         err_console.print("· cargo build --release --locked", markup=False, style="dim")
         if not err_console.is_terminal:
             return
-        self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"),
-                                  TimeElapsedColumn(), console=err_console, transient=True)
+        self._progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            TimeElapsedColumn(),
+            console=err_console,
+            transient=True,
+        )
         self._progress.start()
         self._task = self._progress.add_task("cargo: starting", total=None)
 
@@ -67,14 +73,20 @@ def _show(artifact: Artifact, headline: str) -> None:
     m = artifact.manifest
     table = Table(show_header=False, box=None)
     rows = [
-        ("artifact", str(artifact.directory)), ("kind", m["kind"]), ("repo", m["repo"]),
-        ("ref", m["ref"]), ("revision", m["revision"]),
+        ("artifact", str(artifact.directory)),
+        ("kind", m["kind"]),
+        ("repo", m["repo"]),
+        ("ref", m["ref"]),
+        ("revision", m["revision"]),
         ("features", ", ".join(m["features"]) or "(none)"),
         ("node", f"{m['node_binary']} ({m['node_version']})"),
         ("node sha256", m["node_binary_sha256"]),
         ("runtime", m["runtime"]),
-        ("runtime version", f"{m['runtime_spec_name']} spec {m['runtime_spec_version']}"
-                            f" state {m['runtime_state_version']}"),
+        (
+            "runtime version",
+            f"{m['runtime_spec_name']} spec {m['runtime_spec_version']}"
+            f" state {m['runtime_state_version']}",
+        ),
         ("runtime blake2_256", m["runtime_blake2_256"]),
         ("rustc", m.get("rustc_version", "-")),
     ]
@@ -89,28 +101,43 @@ def build_cmd(
     repo: str = typer.Option(..., "--repo", help="Git URL or local path of the pallet-suite."),
     ref: str = typer.Option(..., "--ref", help="Branch, tag, or full or abbreviated commit sha."),
     package: str | None = typer.Option(None, "--package", "-p", help="Cargo package of the node."),
-    features: str = typer.Option(DEV_RUNTIME_FEATURE, "--features",
-                                 help="Cargo features, comma-separated ('' for none)."),
-    runtime_glob: str = typer.Option(DEFAULT_RUNTIME_GLOB, "--runtime-glob",
-                                     help="Runtime blob; 'target/...' is cargo's target dir."),
+    features: str = typer.Option(
+        DEV_RUNTIME_FEATURE, "--features", help="Cargo features, comma-separated ('' for none)."
+    ),
+    runtime_glob: str = typer.Option(
+        DEFAULT_RUNTIME_GLOB,
+        "--runtime-glob",
+        help="Runtime blob; 'target/...' is cargo's target dir.",
+    ),
     cache: Path | None = CacheOpt,
     force: bool = typer.Option(False, "--force", help="Rebuild even if the artifact is cached."),
-    allow_dirty: bool = typer.Option(False, "--allow-dirty",
-                                     help="Build the commit of a dirty local checkout anyway."),
+    allow_dirty: bool = typer.Option(
+        False, "--allow-dirty", help="Build the commit of a dirty local checkout anyway."
+    ),
     builder: str = typer.Option("local", "--builder", help="local, or docker (pinned Rust image)."),
     image: str | None = typer.Option(None, "--image", help="Rust image for --builder docker."),
-    chain_id: str = typer.Option(TESTNET_CHAIN_ID, "--chain-id",
-                                 help="Chain id the node must know (smoke check)."),
+    chain_id: str = typer.Option(
+        TESTNET_CHAIN_ID, "--chain-id", help="Chain id the node must know (smoke check)."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the manifest as JSON."),
 ) -> None:
     """Build the node at REF (or reuse the cached artifact) and print where it is."""
     # A terminated build must unwind (stop cargo, drop the staging dir), not just vanish.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     events = RichEvents()
-    request = BuildRequest(repo=repo, ref=ref, package=package, features=(features,),
-                           runtime_glob=runtime_glob, cache=cache, force=force,
-                           allow_dirty=allow_dirty, builder=builder, image=image,
-                           chain_id=chain_id)
+    request = BuildRequest(
+        repo=repo,
+        ref=ref,
+        package=package,
+        features=(features,),
+        runtime_glob=runtime_glob,
+        cache=cache,
+        force=force,
+        allow_dirty=allow_dirty,
+        builder=builder,
+        image=image,
+        chain_id=chain_id,
+    )
     try:
         result = build(request, events)
     except BuildError as exc:
@@ -123,12 +150,21 @@ def build_cmd(
         events.cargo_finished()
     if json_out:
         # The manifest keeps the ref of the build that made it; show what was asked for too.
-        print_json({**result.artifact.manifest, "artifact_dir": str(result.artifact.directory),
-                    "cache_hit": result.cache_hit, "requested_ref": ref})
+        print_json(
+            {
+                **result.artifact.manifest,
+                "artifact_dir": str(result.artifact.directory),
+                "cache_hit": result.cache_hit,
+                "requested_ref": ref,
+            }
+        )
         return
     m = result.artifact.manifest
-    headline = ("cache hit: no build needed" if result.cache_hit
-                else f"built in {m['build_duration_s']:.1f}s")
+    headline = (
+        "cache hit: no build needed"
+        if result.cache_hit
+        else f"built in {m['build_duration_s']:.1f}s"
+    )
     _show(result.artifact, headline)
 
 
@@ -137,8 +173,9 @@ def devnode_artifact_cmd(
     source: Path = FromOpt,
     out: Path | None = OutOpt,
     cache: Path | None = CacheOpt,
-    devnode: str | None = typer.Option(None, "--devnode", help="devnode executable [default: the"
-                                       " one installed beside ops-tools]."),
+    devnode: str | None = typer.Option(
+        None, "--devnode", help="devnode executable [default: the one installed beside ops-tools]."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the manifest as JSON."),
 ) -> None:
     """Pair the development node with the runtime blob of a node artifact."""

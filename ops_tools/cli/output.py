@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from typing import Any
 
 from rich.console import Console
+from rich.status import Status
 
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -19,3 +21,8 @@ def print_json(data: Any) -> None:
 def fail(message: str, code: int = 1) -> None:
     err_console.print(f"error: {message}", markup=False)
     raise SystemExit(code)
+
+
+def progress(text: str, enabled: bool = True) -> Status | contextlib.nullcontext[None]:
+    """A Rich spinner while a long step runs; nothing when the output is ``--json``."""
+    return console.status(text, spinner="dots") if enabled else contextlib.nullcontext()

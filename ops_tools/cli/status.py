@@ -1,0 +1,51 @@
+"""``ops-tools status``: what each host of an inventory runs and serves."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from ops_tools.cli.output import console, print_json, progress
+from ops_tools.deploy.status import gather
+
+
+def status(
+    inventory: Path = typer.Option(..., "--inventory", "-i", help="Ansible inventory."),
+    json_out: bool = typer.Option(False, "--json", help="Print the hosts as JSON."),
+) -> None:
+    """Per host: role, service state, best and finalized height, peers, genesis match, version."""
+    with progress("asking every host", not json_out):
+        hosts = gather(inventory)
+    if json_out:
+        print_json([h.to_json() for h in hosts])
+    else:
+        table = Table("host", "role", "service", "best", "finalized", "peers", "genesis", "version")
+        for h in hosts:
+            if h.genesis is None:
+                genesis = f"[red]unreachable[/red] {h.error or ''}"
+            elif h.genesis_match:
+                genesis = f"[green]match[/green] {h.genesis[:12]}…"
+            else:
+                genesis = (
+                    f"[red]MISMATCH[/red] serves {h.genesis[:12]}…,"
+                    f" deployed {str(h.deployed_genesis)[:12]}…"
+                )
+            table.add_row(
+                h.host,
+                h.role,
+                h.service,
+                _n(h.best),
+                _n(h.finalized),
+                _n(h.peers),
+                genesis,
+                h.version or "-",
+            )
+        console.print(table)
+    if any(h.genesis_match is not True for h in hosts):
+        raise typer.Exit(1)
+
+
+def _n(value: int | None) -> str:
+    return "-" if value is None else str(value)
