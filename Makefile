@@ -10,9 +10,10 @@ up: bootstrap
 down: bootstrap
 	.venv/bin/ops-tools localnet down
 
+# .venv/bin first on PATH: molecule and ansible-runner look for the ansible-* commands there.
 test: bootstrap
 	.venv/bin/ruff check .
-	.venv/bin/pytest
+	PATH="$(CURDIR)/.venv/bin:$$PATH" .venv/bin/pytest
 
 # Render the local network's chain spec twice in different environments, compare the bytes, and
 # compare the genesis with the reviewed lock file.

@@ -1,0 +1,41 @@
+"""Prometheus metrics under Substrate's names, served at ``/metrics``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+if TYPE_CHECKING:
+    from ops_tools.devnode.node import Node
+
+
+def render(node: Node) -> str:
+    chain = node.chain.spec.id
+    lines = [
+        "# HELP substrate_block_height Block height info of the chain",
+        "# TYPE substrate_block_height gauge",
+        f'substrate_block_height{{status="best",chain="{chain}"}} {node.chain.best.number}',
+        f'substrate_block_height{{status="finalized",chain="{chain}"}}'
+        f" {node.chain.finalized.number}",
+        "# HELP substrate_sub_libp2p_peers_count Number of connected peers",
+        "# TYPE substrate_sub_libp2p_peers_count gauge",
+        f'substrate_sub_libp2p_peers_count{{chain="{chain}"}} {node.peer_count()}',
+        "# HELP substrate_ready_transactions_number Number of transactions in the ready queue",
+        "# TYPE substrate_ready_transactions_number gauge",
+        f'substrate_ready_transactions_number{{chain="{chain}"}} {len(node.pool)}',
+        "# HELP substrate_build_info A metric with a constant '1' value labeled by name, version",
+        "# TYPE substrate_build_info gauge",
+        f'substrate_build_info{{name="{node.name}",version="{node.version}",chain="{chain}"}} 1',
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def app(node: Node) -> web.Application:
+    async def metrics(request: web.Request) -> web.Response:
+        return web.Response(text=render(node), content_type="text/plain")
+
+    application = web.Application()
+    application.router.add_get("/metrics", metrics)
+    return application

@@ -1,0 +1,1 @@
+"""Peer-to-peer networking between development nodes (TCP on loopback in tests)."""

@@ -1,0 +1,1 @@
+"""The runtime, in Python: definitions, metadata, genesis builder and execution."""
