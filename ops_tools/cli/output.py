@@ -10,7 +10,8 @@ from typing import Any
 from rich.console import Console
 from rich.status import Status
 
-console = Console(soft_wrap=True)
+# Off a terminal (CI logs, pipes) Rich would assume 80 columns and fold the tables.
+console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,9 +45,6 @@ def run_playbook(
     extravars: dict[str, Any] | None = None,
     *,
     on_task: Callable[[str], None] | None = None,
-    check: bool = False,
-    limit: str | None = None,
-    raise_on_failure: bool = True,
 ) -> PlaybookResult:
     """Run ``playbook`` on ``inventory``; ``on_task`` is told each task's name as it starts."""
     result = PlaybookResult(ok=False, rc=-1)
@@ -64,7 +62,6 @@ def run_playbook(
             result.failures.append(_failure_text(event))
         return True
 
-    cmdline = "--check --diff" if check else None
     private = Path(tempfile.mkdtemp(prefix="ops-tools-runner-"))
     try:
         envvars = {"ANSIBLE_CONFIG": str(ANSIBLE_CFG)} if ANSIBLE_CFG.exists() else {}
@@ -74,20 +71,23 @@ def run_playbook(
             playbook=str(playbook.resolve()),
             inventory=str(inventory.resolve()),
             extravars=extravars or {},
-            envvars={**envvars, "PATH": os.environ.get("PATH", "")},
-            cmdline=cmdline,
-            limit=limit,
+            # ansible-runner starts ansible-playbook by name: the one beside this interpreter.
+            envvars={
+                **envvars,
+                "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+            },
             quiet=True,
             event_handler=handler,
             settings={"suppress_ansible_output": True},
         )
+        # Read everything from the run before its private directory goes away.
+        result.rc = run.rc
+        result.ok = run.status == "successful" and run.rc == 0
+        stats = run.stats or {}
+        result.changed = sum((stats.get("changed") or {}).values())
     finally:
         shutil.rmtree(private, ignore_errors=True)
-    result.rc = run.rc
-    result.ok = run.status == "successful" and run.rc == 0
-    stats = run.stats or {}
-    result.changed = sum((stats.get("changed") or {}).values())
-    if not result.ok and raise_on_failure:
+    if not result.ok:
         detail = result.failures[0] if result.failures else f"ansible-playbook exit status {run.rc}"
         raise PlaybookFailed(f"{playbook.name} failed: {detail}")
     return result
