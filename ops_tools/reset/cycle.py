@@ -487,8 +487,10 @@ class ResetCycle:
 
     def _record(self) -> str:
         # The roles own the hosts' configuration: re-converging with the new inputs rewrites
-        # the host manifests; binary and spec are already in place, so nothing restarts.
-        result = run_playbook(PLAYBOOKS / "site.yml", self.opts.inventory, self._site_extravars())
+        # the host manifests. Binary and spec are already in place and the chain data was purged
+        # by this cycle, so the role must not purge (and restart) the new chain again.
+        extra = {**self._site_extravars(), "node_purge_on_genesis_change": False}
+        result = run_playbook(PLAYBOOKS / "site.yml", self.opts.inventory, extra)
         return (
             f"site.yml converged ({result.changed} change(s)); host manifests record the new chain"
         )

@@ -107,20 +107,24 @@ class Machines:
             name, data = machine_of(inventory.hostvars.get(host, {}), host)
             self.machine_of[host] = name
             names.setdefault(name, data)
-        self._inventory = PyInventory(
-            (
-                [(n, d) for n, d in names.items() if n != LOCAL]
-                + ([LOCAL] if LOCAL in names else []),
-                {},
-            )
-        )
-        self.state = State(self._inventory, Config(CONNECT_TIMEOUT=10))
+        self._names: list[Any] = [(n, d) for n, d in names.items() if n != LOCAL]
+        if LOCAL in names:
+            self._names.append(LOCAL)
+        # Facts (command output) go through one long-lived session; each batch of operations
+        # gets a session of its own, since pyinfra's run_ops runs every operation of its state.
+        self._inventory, self.state = self._session()
+
+    def _session(self) -> tuple[PyInventory, State]:
+        inventory = PyInventory((list(self._names), {}))
+        state = State(inventory, Config(CONNECT_TIMEOUT=10))
+        connect_all(state)
+        failed = [h.name for h in state.failed_hosts]
+        if failed:
+            disconnect_all(state)
+            raise HostOpFailed(f"cannot connect to {', '.join(failed)}")
+        return inventory, state
 
     def __enter__(self) -> Machines:
-        connect_all(self.state)
-        failed = [h.name for h in self.state.failed_hosts]
-        if failed:
-            raise HostOpFailed(f"cannot connect to {', '.join(failed)}")
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -176,40 +180,38 @@ class Machines:
         per_machine: dict[str, list[str]] = {}
         for host, cmds in commands.items():
             per_machine.setdefault(self.machine_of[host], []).extend(cmds)
-        metas = {}
-        for machine, cmds in per_machine.items():
-            if cmds:
-                py = self._inventory.get_host(machine)
-                metas.update(add_op(self.state, server.shell, name=what, commands=cmds, host=py))
-        self._execute(what, metas)
+        ops = [
+            (machine, server.shell, {"commands": cmds})
+            for machine, cmds in per_machine.items()
+            if cmds
+        ]
+        self._execute(what, ops)
 
     def put(self, what: str, uploads: dict[str, list[tuple[Path, str, str]]]) -> None:
-        """Upload ``(local file, remote path, mode)`` per host, then check sha256 on the host."""
-        metas = {}
-        for host, items in uploads.items():
-            py = self._py(host)
-            for src, dest, mode in items:
-                metas.update(
-                    add_op(
-                        self.state,
-                        files.put,
-                        name=f"{what}: {dest}",
-                        src=str(src),
-                        dest=dest,
-                        mode=mode,
-                        host=py,
-                    )
-                )
-        self._execute(what, metas)
+        """Upload ``(local file, remote path, mode)`` per host."""
+        ops = [
+            (self.machine_of[host], files.put, {"src": str(src), "dest": dest, "mode": mode})
+            for host, items in uploads.items()
+            for src, dest, mode in items
+        ]
+        self._execute(what, ops)
 
-    def _execute(self, what: str, metas: dict[Any, Any]) -> None:
-        if not metas:
+    def _execute(self, what: str, ops: list[tuple[str, Any, dict[str, Any]]]) -> None:
+        if not ops:
             return
-        with contextlib.suppress(PyinfraError):  # the per-host results below say what failed
-            run_ops(self.state)
+        inventory, state = self._session()
+        try:
+            metas: list[tuple[str, Any]] = []
+            for machine, op, kwargs in ops:
+                added = add_op(state, op, name=what, host=inventory.get_host(machine), **kwargs)
+                metas += [(host.name, meta) for host, meta in added.items()]
+            with contextlib.suppress(PyinfraError):  # the per-host results below say what failed
+                run_ops(state)
+        finally:
+            disconnect_all(state)
         failed = [
-            f"{host.name}: {meta.stderr.strip() or 'failed'}"
-            for host, meta in metas.items()
+            f"{name}: {meta.stderr.strip() or 'failed'}"
+            for name, meta in metas
             if not meta.did_succeed(_raise_if_not_complete=False)
         ]
         if failed:
