@@ -1,0 +1,70 @@
+"""Helpers for the Ansible suite: run ansible tools from the project's virtualenv, colourless,
+with the repository's ansible.cfg, and capture their output for failure messages."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(sys.executable).parent
+NETWORK_DEF = ROOT / "tests" / "ansible" / "files" / "molecule-net.yml"
+
+
+def ansible_env(**extra: str) -> dict[str, str]:
+    env = os.environ.copy()
+    env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
+    env["ANSIBLE_CONFIG"] = str(ROOT / "ansible.cfg")
+    env["ANSIBLE_NOCOLOR"] = "1"
+    env["ANSIBLE_FORCE_COLOR"] = "0"
+    env["NO_COLOR"] = "1"
+    env.update(extra)
+    return env
+
+
+def run(
+    cmd: list[str],
+    *,
+    cwd: Path = ROOT,
+    env: dict[str, str] | None = None,
+    timeout: float = 300,
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        cmd,
+        cwd=cwd,
+        env=env or ansible_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def tail(proc: subprocess.CompletedProcess[str], lines: int = 60) -> str:
+    out = (proc.stdout + "\n" + proc.stderr).splitlines()
+    return "\n".join(out[-lines:])
+
+
+@pytest.fixture(scope="session")
+def rendered_spec(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The throwaway network's render output (raw.json, manifest.json), rendered once."""
+    out = tmp_path_factory.mktemp("chainspec")
+    proc = run(
+        [
+            str(VENV_BIN / "ops-tools"),
+            "chainspec",
+            "render",
+            "--network",
+            str(NETWORK_DEF),
+            "--node",
+            str(VENV_BIN / "devnode"),
+            "--out",
+            str(out),
+        ]
+    )
+    assert proc.returncode == 0, tail(proc)
+    return out

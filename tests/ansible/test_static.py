@@ -1,0 +1,76 @@
+"""Static checks: ansible-lint, syntax of every playbook with both inventories, and the shape of
+the inventories (the local network's documented ports, the testnet's hosts)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.ansible.conftest import ROOT, VENV_BIN, run, tail
+
+OUR_ROLES = ["node", "authority", "rpc", "supervisor"]
+PLAYBOOKS = ["site.yml", "status.yml"]
+INVENTORIES = ["local", "testnet"]
+
+
+def test_ansible_lint_is_clean() -> None:
+    targets = [f"roles/{r}" for r in OUR_ROLES] + [f"playbooks/{p}" for p in PLAYBOOKS]
+    targets += ["inventories/local", "inventories/testnet"]
+    proc = run([str(VENV_BIN / "ansible-lint"), "--nocolor", "-f", "pep8", *targets], timeout=600)
+    assert proc.returncode == 0, tail(proc)
+
+
+@pytest.mark.parametrize("inventory", INVENTORIES)
+@pytest.mark.parametrize("playbook", PLAYBOOKS)
+def test_syntax_check(playbook: str, inventory: str) -> None:
+    proc = run(
+        [
+            str(VENV_BIN / "ansible-playbook"),
+            "-i",
+            f"inventories/{inventory}",
+            f"playbooks/{playbook}",
+            "--syntax-check",
+        ]
+    )
+    assert proc.returncode == 0, tail(proc)
+
+
+def _inventory(name: str) -> dict:
+    proc = run([str(VENV_BIN / "ansible-inventory"), "-i", f"inventories/{name}", "--list"])
+    assert proc.returncode == 0, tail(proc)
+    return json.loads(proc.stdout)
+
+
+def test_local_inventory_has_the_documented_hosts_and_ports() -> None:
+    inv = _inventory("local")
+    hostvars = inv["_meta"]["hostvars"]
+    assert inv["authorities"]["hosts"] == ["authority-0", "authority-1"]
+    assert inv["rpc_nodes"]["hosts"] == ["rpc-0"]
+    ports = {
+        h: (v["node_rpc_port"], v["node_p2p_port"], v["node_prometheus_port"])
+        for h, v in hostvars.items()
+    }
+    assert ports == {
+        "authority-0": (9945, 30333, 9615),
+        "authority-1": (9946, 30334, 9616),
+        "rpc-0": (9944, 30335, 9617),
+    }
+    assert {v["ansible_connection"] for v in hostvars.values()} == {"local"}
+    assert {v["net_service_manager"] for v in hostvars.values()} == {"supervisor"}
+
+
+def test_testnet_inventory_has_the_public_networks_shape() -> None:
+    inv = _inventory("testnet")
+    assert sorted(inv["authorities"]["hosts"]) == ["authority-0", "authority-1"]
+    assert inv["rpc_nodes"]["hosts"] == ["rpc-0"]
+    assert inv["services"]["hosts"] == ["services-0"]
+    rpc = inv["_meta"]["hostvars"]["rpc-0"]
+    assert rpc["rpc_proxy_enabled"] is True
+    assert len(rpc["rpc_public_hostnames"]) == 2  # the public URL's host and its alias
+    assert rpc["net_service_manager"] == "systemd"
+    authority = inv["_meta"]["hostvars"]["authority-0"]
+    # Secrets are references into the vault, never values in the repository.
+    assert "vault_" in authority["authority_aura_suri"]
+    assert "vault_" in authority["node_key_secret"]
+    assert (ROOT / "inventories/testnet/group_vars/authorities/vault.yml.example").is_file()

@@ -1,0 +1,41 @@
+"""status.yml never fails on nodes that are down: it writes one file per host recording what it
+could not see."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.ansible.conftest import VENV_BIN, ansible_env, run, tail
+from tests.conftest import free_port
+
+
+def test_status_of_a_network_that_is_not_running(tmp_path: Path) -> None:
+    out_dir = tmp_path / "status"
+    port = free_port()  # nothing listens there: every node's RPC is down
+    proc = run(
+        [
+            str(VENV_BIN / "ansible-playbook"),
+            "-i",
+            "inventories/local",
+            "playbooks/status.yml",
+            "-e",
+            f"status_out_dir={out_dir}",
+            "-e",
+            f"node_rpc_port={port}",
+        ],
+        env=ansible_env(NET_LOCALNET_DIR=str(tmp_path / "state")),
+    )
+    assert proc.returncode == 0, tail(proc)
+    files = sorted(p.name for p in out_dir.iterdir())
+    assert files == ["authority-0.json", "authority-1.json", "rpc-0.json"]
+    for name in files:
+        status = json.loads((out_dir / name).read_text())
+        assert status["host"] == name.removesuffix(".json")
+        assert status["manifest"] is None and status["manifest_error"]
+        assert status["service"]["manager"] == "supervisor"
+        assert status["service"]["state"] != "RUNNING"
+        assert status["rpc"]["ok"] is False
+        assert f"127.0.0.1:{port}" in status["rpc"]["error"]
+        assert status["genesis_match"] is None
+    assert json.loads((out_dir / "rpc-0.json").read_text())["role"] == "rpc"
