@@ -329,8 +329,8 @@ class ResetCycle:
         if live is not None and live != deployed_genesis:
             raise CycleFailed(
                 f"the live network at {self._public_url()} serves genesis {live}, but the"
-                f" inventory's manifests say {deployed_genesis} is deployed there: wrong"
-                " inventory or endpoint? Refusing to touch it"
+                f" inventory's manifests say {deployed_genesis} is deployed there (wrong"
+                " inventory or endpoint?); refusing to touch it"
             )
         for node in self.nodes:
             served = self.facts["node_genesis"].get(node.host)

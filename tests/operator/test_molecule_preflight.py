@@ -30,8 +30,11 @@ def test_genesis_preflight_molecule_scenario(tmp_path: Path) -> None:
         assert proc.returncode == 0, out[-6000:]
         for step in ("converge", "idempotence", "verify"):
             assert f"{step}: Executed: Successful" in out or f"{step}] Executed: Successful" in out
-        assert not pidfile.exists(), "cleanup left the public node running"
+        assert not pidfile.exists(), "cleanup did not run"
+        alive = subprocess.run(["pgrep", "-f", "--", f"--base-path {ephemeral}/public-node"],
+                               capture_output=True, check=False)
+        assert alive.returncode == 1, "cleanup left the public node running"
     finally:
-        if pidfile.exists():
-            pid = int(pidfile.read_text())
-            subprocess.run(["kill", "--", f"-{pid}"], check=False)
+        # Whatever happened, nothing of this scenario may outlive the test.
+        subprocess.run(["pkill", "-KILL", "-f", "--", f"--base-path {ephemeral}/public-node"],
+                       check=False)
