@@ -1,49 +1,12 @@
-"""A node's state as one record, and waiting for conditions on it."""
+"""Waiting for conditions on live nodes, with time-outs that say what was expected and seen."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 
 from ops_tools.chain.rpc import RpcClient, RpcError
 from ops_tools.errors import OpsError
-
-
-@dataclass(frozen=True)
-class NodeStatus:
-    url: str
-    reachable: bool
-    genesis_hash: str | None = None
-    best: int | None = None
-    finalized: int | None = None
-    peers: int | None = None
-    is_syncing: bool | None = None
-    version: str | None = None
-    chain: str | None = None
-    error: str | None = None
-
-    def to_json(self) -> dict[str, object]:
-        return asdict(self)
-
-
-def node_status(url: str, timeout: float = 5.0) -> NodeStatus:
-    client = RpcClient(url, timeout)
-    try:
-        health = client.call("system_health")
-        return NodeStatus(
-            url=url,
-            reachable=True,
-            genesis_hash=client.genesis_hash(),
-            best=client.best_number(),
-            finalized=client.finalized_number(),
-            peers=int(health["peers"]),
-            is_syncing=bool(health["isSyncing"]),
-            version=str(client.call("system_version")),
-            chain=str(client.call("system_chain")),
-        )
-    except RpcError as exc:
-        return NodeStatus(url=url, reachable=False, error=str(exc))
 
 
 class WaitTimeout(OpsError):

@@ -206,11 +206,6 @@ def read_runtime_version(code: bytes, limit: int = CODE_BLOB_BOMB_LIMIT) -> Runt
     return decode_runtime_version(sections["runtime_version"], apis)
 
 
-def state_version_of(code: bytes, limit: int = CODE_BLOB_BOMB_LIMIT) -> int:
-    version = read_runtime_version(code, limit)
-    return version.state_version if version else 0
-
-
 def _leb128_encode(n: int) -> bytes:
     out = bytearray()
     while True:

@@ -23,7 +23,6 @@ class PlaybookResult:
     rc: int
     changed: int = 0
     failures: list[str] = field(default_factory=list)
-    changed_tasks: list[str] = field(default_factory=list)
 
 
 class PlaybookFailed(OpsError):
@@ -54,8 +53,6 @@ def run_playbook(
         data = event.get("event_data", {})
         if kind == "playbook_on_task_start" and on_task:
             on_task(str(data.get("task", "")))
-        elif kind == "runner_on_ok" and (data.get("res") or {}).get("changed"):
-            result.changed_tasks.append(f"{data.get('host')}: {data.get('task')}")
         elif kind in ("runner_on_failed", "runner_on_unreachable") and not data.get(
             "ignore_errors"
         ):

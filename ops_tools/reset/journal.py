@@ -76,7 +76,3 @@ class Journal:
         record.status, record.finished, record.detail = "failed", time.time(), error
         self.status, self.error = "failed", f"{record.name}: {error}"
         self.save()
-
-    def last_done(self) -> str | None:
-        done = [p.name for p in self.phases if p.status == "done"]
-        return done[-1] if done else None
