@@ -1,15 +1,18 @@
-"""Wall time of ``ops-tools localnet up`` from nothing, and of a second, no-change run, with
-Ansible's default strategy and with mitogen's (when it loads with our ansible-core).
+"""Wall time of ``ops-tools localnet up`` from nothing, and of no-change runs after it, with
+Ansible's default strategy (``--strategy linear``) and with mitogen's (``--strategy mitogen``,
+the default of ops-tools).
 
-    python benchmarks/converge.py
+    python benchmarks/converge.py [--repeat N]
 
 Runs in a temporary NET_LOCALNET_DIR (ports of inventories/local must be free) and purges it.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -31,27 +34,25 @@ def timed(env: dict[str, str], *args: str) -> tuple[float, dict]:
     return elapsed, json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else {}
 
 
-def mitogen_env() -> dict[str, str] | None:
-    try:
-        import ansible_mitogen  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    plugins = Path(ansible_mitogen.__file__).parent / "plugins" / "strategy"
-    return {"ANSIBLE_STRATEGY_PLUGINS": str(plugins), "ANSIBLE_STRATEGY": "mitogen_linear"}
-
-
-def measure(label: str, extra: dict[str, str]) -> None:
+def measure(strategy: str, repeat: int) -> None:
     with tempfile.TemporaryDirectory(prefix="converge-") as tmp:
-        env = {**os.environ, **extra, "NET_LOCALNET_DIR": str(Path(tmp) / "localnet")}
+        env = {**os.environ, "NET_LOCALNET_DIR": str(Path(tmp) / "localnet")}
+        up = ("localnet", "up", "--json", "--strategy", strategy)
         try:
-            first, _ = timed(env, "localnet", "up", "--json")
-            second, result = timed(env, "localnet", "up", "--json")
+            first, _ = timed(env, *up)
+            again = []
+            for _ in range(repeat):
+                elapsed, result = timed(env, *up)
+                if result.get("changed") != 0:
+                    raise RuntimeError(f"a no-change run changed {result.get('changed')} thing(s)")
+                again.append(elapsed)
             print(
-                f"{label}: localnet up from nothing {first:.1f} s;"
-                f" second (no-change) run {second:.1f} s, changed={result.get('changed')}"
+                f"{strategy}: localnet up from nothing {first:.1f} s; no-change run"
+                f" median {statistics.median(again):.1f} s, best {min(again):.1f} s"
+                f" ({repeat} runs, changed=0), load average {os.getloadavg()[0]:.1f}"
             )
         except RuntimeError as exc:
-            print(f"{label}: failed: {exc}")
+            print(f"{strategy}: failed: {exc}")
         finally:
             subprocess.run(
                 [str(OPS_TOOLS), "localnet", "down", "--purge", "--yes"],
@@ -63,12 +64,11 @@ def measure(label: str, extra: dict[str, str]) -> None:
 
 
 def main() -> None:
-    measure("default strategy (linear)", {})
-    mitogen = mitogen_env()
-    if mitogen is None:
-        print("mitogen strategy: not measured (mitogen is not installed: pip install mitogen)")
-    else:
-        measure("mitogen_linear strategy", mitogen)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3, help="no-change runs per strategy")
+    args = parser.parse_args()
+    for strategy in ("mitogen", "linear"):
+        measure(strategy, args.repeat)
 
 
 if __name__ == "__main__":

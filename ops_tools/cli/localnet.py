@@ -16,13 +16,20 @@ app = typer.Typer(
 
 
 @app.command("up")
-def up(json_out: bool = typer.Option(False, "--json", help="Print the result as JSON.")) -> None:
+def up(
+    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    strategy: str | None = typer.Option(
+        None,
+        "--strategy",
+        help="Ansible strategy: mitogen (default, or $NET_ANSIBLE_STRATEGY) or linear.",
+    ),
+) -> None:
     """Render the local spec, converge inventories/local, wait for finality, list endpoints."""
     if json_out:
-        result = localnet.up()
+        result = localnet.up(strategy=strategy)
     else:
         with console.status("starting", spinner="dots") as status:
-            result = localnet.up(on_step=lambda step: status.update(step))
+            result = localnet.up(on_step=lambda step: status.update(step), strategy=strategy)
     if json_out:
         print_json(
             {

@@ -71,7 +71,7 @@ def sha256_file(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def up(on_step: Callable[[str], None] = lambda _: None) -> UpResult:
+def up(on_step: Callable[[str], None] = lambda _: None, strategy: str | None = None) -> UpResult:
     state = localnet_dir()
     state.mkdir(parents=True, exist_ok=True)
     node = devnode_binary()
@@ -91,6 +91,7 @@ def up(on_step: Callable[[str], None] = lambda _: None) -> UpResult:
             "net_state_dir": str(state),
         },
         on_task=lambda task: on_step(f"site.yml: {task}"),
+        strategy=strategy,
     )
     endpoints = endpoints_of(state)
     public = next((e for e in endpoints if e.role == "rpc"), None)

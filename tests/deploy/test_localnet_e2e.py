@@ -95,6 +95,27 @@ def test_second_up_changes_nothing(localnet):
     assert json.loads(again.stdout)["changed"] == 0
 
 
+def test_a_second_network_on_the_same_ports_is_refused(localnet, tmp_path):
+    # Same chain spec and the same authority node keys: only the service's state tells the
+    # second network's node (its ports taken) from the first one's, which answers in its place.
+    env, result, _ = localnet
+    other = {**env, "NET_LOCALNET_DIR": str(tmp_path / "other")}
+    client = RpcClient(PUBLIC)
+    try:
+        second = ops("localnet", "up", "--json", env=other)
+        assert second.returncode != 0, second.stdout
+        assert "another network on the same ports" in second.stderr
+    finally:
+        down = ops("localnet", "down", "--purge", "--yes", env=other)
+        assert down.returncode == 0, down.stderr
+    assert client.genesis_hash() == result["genesis_hash"]
+    best = client.best_number()
+    deadline = time.monotonic() + 30
+    while client.best_number() <= best:
+        assert time.monotonic() < deadline, "the first network stopped importing blocks"
+        time.sleep(0.5)
+
+
 def test_down_keeps_data_and_up_resumes_the_same_chain(localnet):
     env, result, state = localnet
     client = RpcClient(PUBLIC)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -23,6 +24,20 @@ options:
   require_advance: {description: wait for the best block to advance, type: bool, default: true}
   block_timeout: {description: seconds to wait for a new best block, type: int, default: 30}
   log_hint: {description: where the node's log is, quoted in failure messages, type: str}
+  peer_id:
+    description:
+      - The node's own peer id (from its node key). When given, the answering node must be this
+        one (system_localPeerId): another process on the port, such as a second network on the
+        same ports, would otherwise pass for it.
+    type: str
+  service_check:
+    description:
+      - Command (argv) that prints the service's state, run once the node is ready; its output
+        must match I(service_running). A node whose process died at start (its port taken, say)
+        while something else answers on its port fails here.
+    type: list
+    elements: str
+  service_running: {description: regex the service_check output must match, type: str}
 """
 
 RETURN = r"""
@@ -35,14 +50,35 @@ waited: {description: seconds spent, type: float, returned: always}
 POLL = 0.5
 
 
-def _first_answer(url: str, deadline: float) -> str:
+class OtherNode(Exception):
+    """Someone else answers on the node's RPC port."""
+
+
+def _identity(url: str) -> str | None:
+    try:
+        peer = call(url, "system_localPeerId", [])
+    except RpcError as exc:
+        # A node without the method cannot be told apart; the genesis check still applies.
+        if "-32601" in str(exc) or "not found" in str(exc).lower():
+            return None
+        raise
+    return peer if isinstance(peer, str) else None
+
+
+def _first_answer(url: str, deadline: float, peer_id: str) -> str:
     last = "not tried"
     while True:
         try:
             genesis = call(url, "chain_getBlockHash", [0])
-            if isinstance(genesis, str):
+            served_peer = _identity(url) if peer_id else None
+            if served_peer is not None and served_peer != peer_id:
+                last = f"another node answers there (peer id {served_peer}, expected {peer_id})"
+                if time.monotonic() >= deadline:
+                    raise OtherNode(last)
+            elif isinstance(genesis, str):
                 return genesis
-            last = f"chain_getBlockHash [0] returned {genesis!r}"
+            else:
+                last = f"chain_getBlockHash [0] returned {genesis!r}"
         except RpcError as exc:
             last = str(exc)
         if time.monotonic() >= deadline:
@@ -63,6 +99,9 @@ def main() -> None:
             "require_advance": {"type": "bool", "default": True},
             "block_timeout": {"type": "int", "default": 30},
             "log_hint": {"type": "str", "default": ""},
+            "peer_id": {"type": "str", "default": ""},
+            "service_check": {"type": "list", "elements": "str", "default": []},
+            "service_running": {"type": "str", "default": ""},
         },
         supports_check_mode=True,
     )
@@ -73,7 +112,14 @@ def main() -> None:
     if module.check_mode:
         module.exit_json(skipped=True, msg="check mode: the node is not polled", **out)
     try:
-        served = _first_answer(p["url"], start + p["timeout"])
+        served = _first_answer(p["url"], start + p["timeout"], p["peer_id"])
+    except OtherNode as exc:
+        module.fail_json(
+            msg=f"expected this node at {p['url']} within {p['timeout']} s, but {exc}: is another"
+            f" network using these ports? Stop it, or give this one other ports{hint}",
+            waited=round(time.monotonic() - start, 1),
+            **out,
+        )
     except RpcError as exc:
         module.fail_json(
             msg=f"expected the node's RPC at {p['url']} to answer within {p['timeout']} s;"
@@ -118,6 +164,17 @@ def main() -> None:
         )
     out["best"] = best
     out["peers"] = health.get("peers") if isinstance(health, dict) else None
+    if p["service_check"]:
+        _rc, stdout, stderr = module.run_command(p["service_check"])
+        state = (stdout + stderr).strip()
+        if not re.search(p["service_running"], state):
+            module.fail_json(
+                msg=f"the node's RPC at {p['url']} is ready, but its service is not running"
+                f" ({' '.join(p['service_check'])}: {state or 'no output'}): something else"
+                f" answers on its port, such as another network on the same ports{hint}",
+                waited=round(time.monotonic() - start, 1),
+                **out,
+            )
     out["waited"] = round(time.monotonic() - start, 1)
     module.exit_json(**out)
 
