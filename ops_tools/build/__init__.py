@@ -7,6 +7,18 @@ system are at the edges (``gitcache``, ``cargo``, ``docker_builder``, ``artifact
 ``ops_tools.build.artifact.load_artifact``.
 """
 
-from ops_tools.build.artifact import Artifact, load_artifact
+from __future__ import annotations
+
+from typing import Any
 
 __all__ = ["Artifact", "load_artifact"]
+
+
+def __getattr__(name: str) -> Any:
+    # Loaded on first use: ``artifact`` pulls in the chain spec package (numpy and all), which
+    # the light modules here (``devnode_probe``, ``refs``, ``keys``) do not need.
+    if name in __all__:
+        from ops_tools.build import artifact
+
+        return getattr(artifact, name)
+    raise AttributeError(name)

@@ -11,52 +11,20 @@ import hashlib
 import json
 import shlex
 import shutil
-import subprocess
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from ops_tools.atomic import staged_dir
 from ops_tools.build.artifact import Artifact, load_artifact
+from ops_tools.build.devnode_probe import devnode_version, find_devnode
 from ops_tools.build.layout import CacheLayout, default_cache_dir
 from ops_tools.build.manifest import MANIFEST_FILE
-from ops_tools.errors import InputError, OpsError
+from ops_tools.errors import InputError
 
 LAUNCHER_NAME = "devnode"
 # Fields of the node build that describe how the node binary was made, not the runtime.
 _NODE_ONLY = ("node_binary", "node_binary_sha256", "node_version", "log", "build_duration_s")
-
-
-def find_devnode(explicit: str | None = None) -> Path:
-    """The devnode console script: given, else beside this Python (the venv), else on PATH."""
-    if explicit:
-        path = Path(explicit).expanduser()
-        if not path.is_file():
-            raise InputError(f"--devnode {explicit!r}: no such file")
-        return path.resolve()
-    beside = Path(sys.executable).parent / "devnode"
-    if beside.is_file():
-        return beside
-    found = shutil.which("devnode")
-    if not found:
-        raise OpsError("devnode is not installed: install the suite (pip install -e .) first")
-    return Path(found).resolve()
-
-
-def devnode_version(devnode: Path) -> str:
-    try:
-        proc = subprocess.run([str(devnode), "--version"], capture_output=True, text=True,
-                              timeout=60, stdin=subprocess.DEVNULL, check=False)
-    except OSError as exc:
-        raise OpsError(f"{devnode} does not run ({exc})") from None
-    line = proc.stdout.strip().splitlines()[0] if proc.stdout.strip() else ""
-    if proc.returncode != 0 or not line:
-        raise OpsError(
-            f"`{devnode} --version` failed (exit {proc.returncode}): "
-            f"{(proc.stderr.strip() or 'no output')[-200:]}"
-        )
-    return line
 
 
 def launcher_script(devnode: Path) -> str:
@@ -87,8 +55,27 @@ def devnode_manifest(source: dict[str, Any], *, key: str, launcher_sha256: str, 
     return manifest
 
 
+def _cached(final: Path, manifest: dict[str, Any]) -> Artifact | None:
+    """The cache's artifact for this key when it is intact and records exactly this manifest.
+
+    Re-staging it on every call would cost a copy and a rename, and would change its
+    ``created_at`` (and so its manifest) each time, although nothing it contains changed.
+    """
+    if not final.is_dir():
+        return None
+    try:
+        existing = load_artifact(final)  # verifies the files against their checksums
+    except InputError:
+        return None
+    recorded = {k: v for k, v in existing.manifest.items() if k != "created_at"}
+    wanted = {k: v for k, v in manifest.items() if k != "created_at"}
+    return existing if recorded == wanted else None
+
+
 def make_devnode_artifact(source_dir: Path, out: Path | None = None, cache: Path | None = None,
-                          devnode: str | None = None) -> Artifact:
+                          devnode: str | None = None, version: str | None = None) -> Artifact:
+    """``version``: what ``devnode --version`` printed for ``find_devnode(devnode)``, when the
+    caller already ran it (it takes a while: the caller can run it alongside other work)."""
     source = load_artifact(source_dir)
     if source.manifest["kind"] != "node":
         raise InputError(
@@ -96,7 +83,7 @@ def make_devnode_artifact(source_dir: Path, out: Path | None = None, cache: Path
             " (from `ops-tools node build`)"
         )
     exe = find_devnode(devnode)
-    version = devnode_version(exe)
+    version = version or devnode_version(exe)
     script = launcher_script(exe).encode()
     launcher_sha = hashlib.sha256(script).hexdigest()
     key = f"{source.key}-devnode-{hashlib.sha256(script + version.encode()).hexdigest()[:12]}"
@@ -105,6 +92,10 @@ def make_devnode_artifact(source_dir: Path, out: Path | None = None, cache: Path
         source.manifest, key=key, launcher_sha256=launcher_sha, version=version, devnode=exe,
         created_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     )
+    if out is None:
+        cached = _cached(final, manifest)
+        if cached is not None:
+            return cached
     with staged_dir(final) as scratch:
         launcher = scratch / LAUNCHER_NAME
         launcher.write_bytes(script)

@@ -1,28 +1,62 @@
-"""Entry point of ``ops-tools``: assembles the sub-commands and maps errors to exit codes."""
+"""Entry point of ``ops-tools``: assembles the sub-commands and maps errors to exit codes.
+
+Each sub-command's module is imported only when that command runs (all of them for the root
+help or an unknown command): together they import pyinfra, ansible-runner, the renderer and
+more, about half a second that a command like ``reset-cycle --dry-run`` should not pay for the
+others.
+"""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import typer
 
 from ops_tools import __version__
-from ops_tools.cli import chainspec, localnet, node, reset, status
 from ops_tools.cli.output import err_console
 from ops_tools.errors import OpsError
 
-app = typer.Typer(
-    name="ops-tools",
-    help="Build, render, deploy, check and reset the NET test network.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-)
-app.add_typer(chainspec.app, name="chainspec")
-app.add_typer(node.app, name="node")
-app.add_typer(localnet.app, name="localnet")
-app.command("reset-cycle")(reset.reset_cycle)
-app.command("status")(status.status)
+
+def _add_chainspec(app: typer.Typer) -> None:
+    from ops_tools.cli import chainspec
+
+    app.add_typer(chainspec.app, name="chainspec")
+
+
+def _add_node(app: typer.Typer) -> None:
+    from ops_tools.cli import node
+
+    app.add_typer(node.app, name="node")
+
+
+def _add_localnet(app: typer.Typer) -> None:
+    from ops_tools.cli import localnet
+
+    app.add_typer(localnet.app, name="localnet")
+
+
+def _add_reset_cycle(app: typer.Typer) -> None:
+    from ops_tools.cli import reset
+
+    app.command("reset-cycle")(reset.reset_cycle)
+
+
+def _add_status(app: typer.Typer) -> None:
+    from ops_tools.cli import status
+
+    app.command("status")(status.status)
+
+
+# In the order the help lists them.
+COMMANDS: dict[str, Callable[[typer.Typer], None]] = {
+    "chainspec": _add_chainspec,
+    "node": _add_node,
+    "localnet": _add_localnet,
+    "reset-cycle": _add_reset_cycle,
+    "status": _add_status,
+}
 
 
 def _version(value: bool) -> None:
@@ -31,7 +65,6 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
@@ -40,9 +73,38 @@ def _root(
     """Build, render, deploy, check and reset the NET test network."""
 
 
+def _command_in(argv: list[str]) -> str | None:
+    """The sub-command ``argv`` names (the root's own options take no values), if known."""
+    name = next((arg for arg in argv if not arg.startswith("-")), None)
+    return name if name in COMMANDS else None
+
+
+def make_app(argv: list[str] | None = None) -> typer.Typer:
+    """The CLI with the sub-command ``argv`` names, or with all of them."""
+    app = typer.Typer(
+        name="ops-tools",
+        help="Build, render, deploy, check and reset the NET test network.",
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        add_completion=False,
+    )
+    app.callback()(_root)
+    wanted = _command_in(sys.argv[1:] if argv is None else argv)
+    for name, add in COMMANDS.items():
+        if wanted is None or name == wanted:
+            add(app)
+    return app
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":  # the complete CLI, for whoever imports it
+        return make_app([])
+    raise AttributeError(name)
+
+
 def main(argv: list[str] | None = None) -> None:
     try:
-        app(args=argv, prog_name="ops-tools", standalone_mode=True)
+        make_app(argv)(args=argv, prog_name="ops-tools", standalone_mode=True)
     except OpsError as exc:
         err_console.print(f"error: {exc}", markup=False)
         sys.exit(exc.exit_code)

@@ -7,13 +7,15 @@ from dataclasses import asdict
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
 from ops_tools.cli.output import console, err_console, print_json
-from ops_tools.reset.cycle import CycleFailed, Options, ResetCycle
+
+# The cycle's modules are imported when the command runs, not when the CLI is assembled.
 
 
 def _ask(text: str) -> bool:
+    from ops_tools.reset.cycle import CycleFailed
+
     console.print(text, markup=False)
     if not sys.stdin.isatty():
         raise CycleFailed(
@@ -44,6 +46,8 @@ def reset_cycle(
     json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Build REF, render, compare genesis hashes with the live network, reset when they differ."""
+    from ops_tools.reset.cycle import Options, ResetCycle
+
     opts = Options(
         inventory=inventory,
         repo=repo,
@@ -70,6 +74,8 @@ def reset_cycle(
         plan = ", ".join(report.plan) or "nothing"
         console.print(f"dry run: would run {plan}; no host was touched", markup=False)
         return
+    from rich.table import Table
+
     table = Table("phase", "status", "seconds", "detail")
     for p in report.phases:
         table.add_row(p["name"], p["status"], f"{p['seconds']:.1f}", p["detail"])

@@ -1,7 +1,16 @@
-"""Reading an inventory the way Ansible sees it (``ansible-inventory --list``)."""
+"""Reading an inventory the way Ansible sees it (what ``ansible-inventory --list`` prints).
+
+The variables are read in this process with Ansible's own inventory and variable managers, the
+calls ``ansible-inventory --list`` makes, which saves an interpreter start (about a second).
+Whatever that path cannot answer exactly the same way (vault secrets to set up, an inventory
+Ansible rejects) goes to the ``ansible-inventory`` subprocess, which stays the reference: its
+error messages are the ones users see.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import shutil
 import subprocess
@@ -47,6 +56,13 @@ def _ansible_inventory() -> str:
 def load_inventory(path: Path) -> Inventory:
     if not path.exists():
         raise InputError(f"inventory {path}: no such file or directory")
+    listing = _list_in_process(path)
+    if listing is None:
+        listing = _list_with_subprocess(path)
+    return _from_listing(path, listing)
+
+
+def _list_with_subprocess(path: Path) -> dict[str, Any]:
     proc = subprocess.run(
         [_ansible_inventory(), "-i", str(path), "--list"],
         capture_output=True,
@@ -57,7 +73,65 @@ def load_inventory(path: Path) -> Inventory:
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise OpsError(f"inventory {path}: ansible-inventory failed: {last}")
-    data = json.loads(proc.stdout)
+    return json.loads(proc.stdout)
+
+
+_plugin_loader_ready = False
+
+
+def _list_in_process(path: Path) -> dict[str, Any] | None:
+    """``ansible-inventory -i PATH --list`` without its process, or None where that could differ.
+
+    Mirrors ``InventoryCLI.json_inventory`` and ``_get_host_variables`` (no ``--export``): each
+    host's variables as the variable manager combines them (inventory, group_vars, host_vars,
+    vars plugins), not templated, minus Ansible's internal ones, through the same JSON encoder.
+    """
+    # Ansible reports through its display on our stdout/stderr; ansible-inventory's stderr was
+    # discarded on success, and our stdout may be JSON: keep both clean.
+    noise = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(noise), contextlib.redirect_stderr(noise):
+            from ansible import constants
+
+            if constants.DEFAULT_VAULT_IDENTITY_LIST or constants.DEFAULT_VAULT_PASSWORD_FILE:
+                return None  # the CLI sets up vault secrets: let it do that
+            return _ansible_listing(path, constants)
+    except Exception:  # any failure: the subprocess gives the canonical answer (or error)
+        return None
+
+
+def _ansible_listing(path: Path, constants: Any) -> dict[str, Any]:
+    from ansible._internal._json._profiles import _inventory_legacy
+    from ansible.inventory.manager import InventoryManager
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.plugins.loader import init_plugin_loader
+    from ansible.vars.manager import VariableManager
+
+    global _plugin_loader_ready  # once per process, as in Ansible's CLI
+    if not _plugin_loader_ready:
+        init_plugin_loader()
+        _plugin_loader_ready = True
+    loader = DataLoader()
+    manager = InventoryManager(loader=loader, sources=[str(path)])
+    variables = VariableManager(loader=loader, inventory=manager)
+    hostvars: dict[str, Any] = {}
+    for host in manager.get_hosts("all"):
+        values = variables.get_vars(host=host, include_hostvars=False, stage="all")
+        for internal in constants.INTERNAL_STATIC_VARS:
+            values.pop(internal, None)
+        if values:
+            hostvars[host.name] = values
+    listing: dict[str, Any] = {
+        name: {"hosts": sorted(h.name for h in group.get_hosts())}
+        for name, group in manager.groups.items()
+    }
+    listing["_meta"] = {"hostvars": hostvars}
+    # The CLI's encoder turns Ansible's value types (tagged strings, vault-encrypted values)
+    # into the JSON it prints; decoding that gives exactly the subprocess's values.
+    return json.loads(json.dumps(listing, cls=_inventory_legacy.Encoder))
+
+
+def _from_listing(path: Path, data: dict[str, Any]) -> Inventory:
     hostvars = data.get("_meta", {}).get("hostvars", {})
     groups: dict[str, list[str]] = {}
 

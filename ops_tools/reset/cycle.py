@@ -3,35 +3,47 @@
 Every phase is journaled before and after it runs; ``--resume`` skips the phases the journal
 records as done, so each phase must be safe to run again (stop a stopped node, purge a purged
 base path, push a file that is already there, start a started node).
+
+The no-change decision is the common case (a timer runs the cycle on every pallet-suite commit),
+so the inspection phases stay cheap: the heavy modules (pyinfra, ansible-runner, the renderer)
+are imported only on the paths that use them, nodes on this machine are read and asked
+directly (no pyinfra session), the RPC questions of the compare phase go out in parallel, and a
+render already done for the same inputs is reused once it checks out (``render_cache``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ops_tools.build.builder import BuildRequest, build
-from ops_tools.build.devnode_artifact import make_devnode_artifact
+from ops_tools.build.devnode_probe import devnode_version, find_devnode
 from ops_tools.chain.rpc import RpcClient, RpcError
-from ops_tools.chainspec.render import render
 from ops_tools.deploy.inventory import Inventory, load_inventory
 from ops_tools.deploy.paths import INVENTORIES, NETWORKS, PLAYBOOKS, PROJECT_ROOT, localnet_dir
-from ops_tools.deploy.runner import run_playbook
 from ops_tools.errors import InputError, OpsError
+from ops_tools.reset import render_cache
 from ops_tools.reset.decide import Action, Decision, Observed, decide
 from ops_tools.reset.hooks import ServiceHook, load_hooks
-from ops_tools.reset.hostops import HostOpFailed, Machines, Node
 from ops_tools.reset.journal import Journal
 from ops_tools.reset.lock import cycle_lock
+from ops_tools.reset.nodes import HostOpFailed, Node, is_local
 from ops_tools.reset.phases import DESTRUCTIVE, INSPECT, RESET, ROLL, Phase
 
+if TYPE_CHECKING:
+    from ops_tools.reset.hostops import Machines
+
 MIN_FREE_BYTES = 512 * 1024 * 1024
+# Seconds for one JSON-RPC question to a node or the public endpoint (as curl's --max-time on
+# remote hosts). The questions go out in parallel, so this bounds the compare phase as a whole.
+RPC_TIMEOUT_S = 5.0
 
 
 class CycleFailed(OpsError):
@@ -78,6 +90,10 @@ def cycle_dir(inventory: Path) -> Path:
     return state_root() / "reset" / f"{resolved.name}-{digest}"
 
 
+def _devnode_version() -> str:
+    return devnode_version(find_devnode())
+
+
 class ResetCycle:
     def __init__(self, opts: Options) -> None:
         self.opts = opts
@@ -86,6 +102,7 @@ class ResetCycle:
         self.is_local = opts.inventory.resolve() == (INVENTORIES / "local").resolve()
         self.nodes: list[Node] = []
         self.hooks: list[ServiceHook] = []
+        self._machines: Machines | None = None
         self.journal: Journal | None = None
         self.facts: dict[str, Any] = {}
 
@@ -128,6 +145,45 @@ class ResetCycle:
     def _node_hosts(self) -> list[str]:
         return [h for h in self.inventory.hosts() if self.inventory.role_of(h) != "other"]
 
+    def _on_this_machine(self, host: str) -> bool:
+        return is_local(self.inventory.hostvars.get(host, {}), host)
+
+    # ---- reaching the hosts ----------------------------------------------------------------
+    @property
+    def machines(self) -> Machines:
+        """The pyinfra session, opened on first use: a decision on local hosts never needs it."""
+        if self._machines is None:
+            from ops_tools.reset.hostops import Machines
+
+            self._machines = Machines(self.inventory, self._node_hosts())
+        return self._machines
+
+    def _close_machines(self) -> None:
+        if self._machines is not None:
+            machines, self._machines = self._machines, None
+            machines.__exit__(None, None, None)
+
+    def _read_manifest(self, host: str) -> dict[str, Any] | None:
+        path = self._manifest_path(host)
+        if not self._on_this_machine(host):
+            return self.machines.read_json(host, path)
+        try:
+            data = json.loads(Path(path).read_text())
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def _node_rpc(self, node: Node, method: str, params: list[Any] | None = None) -> Any:
+        """JSON-RPC on the node's own loopback (authorities expose RPC nowhere else); None when
+        the node does not answer."""
+        if not self._on_this_machine(node.host):
+            return self.machines.rpc(node.host, node.rpc_port, method, params)
+        client = RpcClient(f"http://127.0.0.1:{node.rpc_port}", timeout=RPC_TIMEOUT_S)
+        try:
+            return client.call(method, params)
+        except RpcError:
+            return None
+
     # ---- running ---------------------------------------------------------------------------
     def run(self) -> Report:
         o = self.opts
@@ -160,8 +216,7 @@ class ResetCycle:
         if not hosts:
             raise InputError(f"inventory {self.opts.inventory}: no authorities or rpc_nodes hosts")
         self.hooks = load_hooks(self._var("net_services"), set(self.inventory.hosts()))
-        with Machines(self.inventory, hosts) as machines:
-            self.machines = machines
+        try:
             self._load_nodes(hosts)
             for phase in INSPECT:
                 self._phase(phase)
@@ -177,6 +232,8 @@ class ResetCycle:
             self._confirm(decision, plan)
             for phase in plan:
                 self._phase(phase)
+        finally:
+            self._close_machines()
         if journal is not None:
             journal.status = "completed"
             journal.save()
@@ -246,7 +303,7 @@ class ResetCycle:
     def _load_nodes(self, hosts: list[str]) -> None:
         self.nodes = []
         for host in hosts:
-            manifest = self.machines.read_json(host, self._manifest_path(host))
+            manifest = self._read_manifest(host)
             if manifest is None:
                 raise CycleFailed(
                     f"{host}: no host manifest at {self._manifest_path(host)}; deploy it with"
@@ -261,47 +318,99 @@ class ResetCycle:
 
     # ---- inspection phases ----------------------------------------------------------------
     def _build(self) -> str:
-        result = build(
-            BuildRequest(repo=self.opts.repo, ref=self.opts.ref, cache=self.opts.build_cache)
-        )
-        artifact = result.artifact
-        if (
+        devnode = (
             self._var("net_node_kind") or ("devnode" if self.is_local else "substrate")
-        ) == "devnode":
-            artifact = make_devnode_artifact(artifact.directory, cache=self.opts.build_cache)
+        ) == "devnode"
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            # `devnode --version` (a Python process) runs while this one loads the build code
+            # and resolves the ref: both take a few tenths of a second.
+            version = pool.submit(_devnode_version) if devnode else None
+            from ops_tools.build.builder import BuildRequest, build
+            from ops_tools.build.devnode_artifact import make_devnode_artifact
+
+            result = build(
+                BuildRequest(repo=self.opts.repo, ref=self.opts.ref, cache=self.opts.build_cache)
+            )
+            artifact = result.artifact
+            if version is not None:
+                artifact = make_devnode_artifact(
+                    artifact.directory, cache=self.opts.build_cache, version=version.result()
+                )
         self.facts.update(
             revision=result.artifact.manifest["revision"],
             artifact_dir=str(artifact.directory),
             node_binary=str(artifact.node_binary),
             runtime=str(artifact.runtime),
             binary_sha256=hashlib.sha256(artifact.node_binary.read_bytes()).hexdigest(),
+            runtime_sha256=hashlib.sha256(artifact.runtime.read_bytes()).hexdigest(),
+            node_version=artifact.manifest.get("node_version"),
         )
         hit = "cache hit" if result.cache_hit else "built"
         return f"{self.facts['revision'][:12]} ({hit})"
 
     def _render(self) -> str:
+        network = self._network_file()
+        out = self.dir / "render" / self.facts["revision"]
+        inputs = self._render_inputs(network)
+        genesis = render_cache.cached_genesis(out, inputs) if inputs else None
+        if genesis is not None:
+            self.facts.update(render_dir=str(out), expected_genesis=genesis)
+            return f"{genesis} (render reused: same inputs, checked)"
+        from ops_tools.chainspec.render import render
+
         rendered = render(
-            self._network_file(),
+            network,
             Path(self.facts["node_binary"]),
             Path(self.facts["runtime"]),
             pallet_suite_revision=self.facts["revision"],
         )
-        out = self.dir / "render" / self.facts["revision"]
+        render_cache.forget(out)
         rendered.write(out)
+        if inputs:
+            render_cache.record(out, inputs)
         self.facts.update(render_dir=str(out), expected_genesis=rendered.manifest["genesis_hash"])
         return str(self.facts["expected_genesis"])
 
-    def _compare(self) -> str:
+    def _render_inputs(self, network: Path) -> render_cache.RenderInputs | None:
+        if "runtime_sha256" not in self.facts:  # a build journaled by an older cycle
+            return None
         try:
-            public = RpcClient(self._public_url(), timeout=5).genesis_hash()
-        except RpcError:
-            public = None
-        served = {n.host: self._served_genesis(n) for n in self.nodes}
+            network_sha256 = hashlib.sha256(network.read_bytes()).hexdigest()
+        except OSError:
+            return None  # the renderer says what is wrong with it
+        return render_cache.RenderInputs(
+            network_sha256=network_sha256,
+            node_binary_sha256=self.facts["binary_sha256"],
+            node_version=self.facts.get("node_version"),
+            runtime_sha256=self.facts["runtime_sha256"],
+            revision=self.facts["revision"],
+            renderer=render_cache.renderer_version(),
+        )
+
+    def _compare(self) -> str:
+        url = self._public_url()
+
+        def public_genesis() -> str | None:
+            try:
+                return RpcClient(url, timeout=RPC_TIMEOUT_S).genesis_hash()
+            except RpcError:
+                return None
+
+        # Local nodes and the public endpoint are asked at once from threads; remote nodes go
+        # through the pyinfra session meanwhile, from this thread only.
+        local = [n for n in self.nodes if self._on_this_machine(n.host)]
+        with ThreadPoolExecutor(max_workers=1 + len(local)) as pool:
+            public_future = pool.submit(public_genesis)
+            futures = {n.host: pool.submit(self._served_genesis, n) for n in local}
+            remote = {n.host: self._served_genesis(n) for n in self.nodes if n.host not in futures}
+            public = public_future.result()
+            asked = {host: f.result() for host, f in futures.items()} | remote
+        served = {n.host: asked[n.host] for n in self.nodes}
         self.facts.update(public_genesis=public, node_genesis=served)
         return f"public {public}; " + ", ".join(f"{h} {g}" for h, g in served.items())
 
     def _served_genesis(self, node: Node) -> str | None:
-        result = self.machines.rpc(node.host, node.rpc_port, "chain_getBlockHash", [0])
+        result = self._node_rpc(node, "chain_getBlockHash", [0])
         return str(result) if result else None
 
     def _decide(self) -> str:
@@ -417,10 +526,10 @@ class ResetCycle:
         )
 
     def _heights(self, node: Node) -> tuple[str | None, int | None, int | None]:
-        genesis = self.machines.rpc(node.host, node.rpc_port, "chain_getBlockHash", [0])
-        header = self.machines.rpc(node.host, node.rpc_port, "chain_getHeader")
-        fin_hash = self.machines.rpc(node.host, node.rpc_port, "chain_getFinalizedHead")
-        fin = self.machines.rpc(node.host, node.rpc_port, "chain_getHeader", [fin_hash])
+        genesis = self._node_rpc(node, "chain_getBlockHash", [0])
+        header = self._node_rpc(node, "chain_getHeader")
+        fin_hash = self._node_rpc(node, "chain_getFinalizedHead")
+        fin = self._node_rpc(node, "chain_getHeader", [fin_hash])
         best = int(header["number"], 16) if header else None
         finalized = int(fin["number"], 16) if fin else None
         return genesis, best, finalized
@@ -489,6 +598,8 @@ class ResetCycle:
         # The roles own the hosts' configuration: re-converging with the new inputs rewrites
         # the host manifests. Binary and spec are already in place and the chain data was purged
         # by this cycle, so the role must not purge (and restart) the new chain again.
+        from ops_tools.deploy.runner import run_playbook
+
         extra = {**self._site_extravars(), "node_purge_on_genesis_change": False}
         result = run_playbook(PLAYBOOKS / "site.yml", self.opts.inventory, extra)
         return (
@@ -496,5 +607,7 @@ class ResetCycle:
         )
 
     def _roll_binary(self) -> str:
+        from ops_tools.deploy.runner import run_playbook
+
         result = run_playbook(PLAYBOOKS / "site.yml", self.opts.inventory, self._site_extravars())
         return f"site.yml rolled the new binary ({result.changed} change(s))"

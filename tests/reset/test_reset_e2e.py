@@ -164,6 +164,7 @@ def test_same_revision_is_nothing_to_do_and_touches_no_host(world):
     report = json.loads(result.stdout)
     assert report["decision"] == "nothing"
     assert [p["name"] for p in report["phases"]] == ["build", "render", "compare", "decide"]
+    assert report["expected_genesis"] == RpcClient(PUBLIC).genesis_hash()
     assert uptimes(run_supervisorctl(env, "status")) >= uptimes(programs_before)
 
 
