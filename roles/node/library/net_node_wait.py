@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-import re
 import time
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.net_rpc import RpcError, block_number, call
+from ansible.module_utils.net_service import ServiceStateError, service_state
 
 DOCUMENTATION = r"""
 module: net_node_wait
@@ -30,14 +30,14 @@ options:
         one (system_localPeerId): another process on the port, such as a second network on the
         same ports, would otherwise pass for it.
     type: str
-  service_check:
+  service_manager:
     description:
-      - Command (argv) that prints the service's state, run once the node is ready; its output
-        must match I(service_running). A node whose process died at start (its port taken, say)
-        while something else answers on its port fails here.
-    type: list
-    elements: str
-  service_running: {description: regex the service_check output must match, type: str}
+      - When given, the node's service must still be running once the node is ready (a node whose
+        process died at start, its port taken, fails here while something else answers there).
+    type: str
+    choices: [supervisor, systemd]
+  service_name: {description: program or unit name (without .service), type: str}
+  supervisor_conf: {description: supervisord.conf of the project's supervisord, type: path}
 """
 
 RETURN = r"""
@@ -100,8 +100,9 @@ def main() -> None:
             "block_timeout": {"type": "int", "default": 30},
             "log_hint": {"type": "str", "default": ""},
             "peer_id": {"type": "str", "default": ""},
-            "service_check": {"type": "list", "elements": "str", "default": []},
-            "service_running": {"type": "str", "default": ""},
+            "service_manager": {"type": "str", "choices": ["supervisor", "systemd"]},
+            "service_name": {"type": "str", "default": ""},
+            "supervisor_conf": {"type": "path", "default": ""},
         },
         supports_check_mode=True,
     )
@@ -164,14 +165,18 @@ def main() -> None:
         )
     out["best"] = best
     out["peers"] = health.get("peers") if isinstance(health, dict) else None
-    if p["service_check"]:
-        _rc, stdout, stderr = module.run_command(p["service_check"])
-        state = (stdout + stderr).strip()
-        if not re.search(p["service_running"], state):
+    if p["service_manager"]:
+        try:
+            state, running = service_state(
+                p["service_manager"], p["service_name"], p["supervisor_conf"]
+            )
+        except ServiceStateError as exc:
+            state, running = str(exc), False
+        if not running:
             module.fail_json(
-                msg=f"the node's RPC at {p['url']} is ready, but its service is not running"
-                f" ({' '.join(p['service_check'])}: {state or 'no output'}): something else"
-                f" answers on its port, such as another network on the same ports{hint}",
+                msg=f"the node's RPC at {p['url']} is ready, but its service"
+                f" {p['service_name']} is not running ({state}): something else answers on"
+                f" its port, such as another network on the same ports{hint}",
                 waited=round(time.monotonic() - start, 1),
                 **out,
             )

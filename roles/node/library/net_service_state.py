@@ -1,0 +1,52 @@
+#!/usr/bin/python
+"""Read whether a node's service runs (supervisord over its socket, or systemd)."""
+
+from __future__ import annotations
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.net_service import ServiceStateError, service_state
+
+DOCUMENTATION = r"""
+module: net_service_state
+short_description: Whether a node's service is running
+description:
+  - Asks the project's supervisord over its unix socket (XML-RPC getProcessInfo), or
+    C(systemctl is-active). Never changes anything; a program supervisord does not know yet is
+    C(ABSENT), and no supervisord answering is C(UNREACHABLE); neither is an error.
+options:
+  manager: {description: service manager, type: str, choices: [supervisor, systemd], required: true}
+  name: {description: program (supervisor) or unit name without .service, type: str, required: true}
+  supervisor_conf: {description: supervisord.conf of the project's supervisord, type: path}
+"""
+
+RETURN = r"""
+state:
+  description: >-
+    supervisord's state name (RUNNING, STARTING, BACKOFF, FATAL, ABSENT, UNREACHABLE, ...) or
+    systemd's active state
+  type: str
+  returned: success
+running: {description: the service runs (RUNNING, or active), type: bool, returned: success}
+"""
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "manager": {"type": "str", "choices": ["supervisor", "systemd"], "required": True},
+            "name": {"type": "str", "required": True},
+            "supervisor_conf": {"type": "path", "default": ""},
+        },
+        required_if=[("manager", "supervisor", ["supervisor_conf"])],
+        supports_check_mode=True,
+    )
+    p = module.params
+    try:
+        state, running = service_state(p["manager"], p["name"], p["supervisor_conf"])
+    except ServiceStateError as exc:
+        module.fail_json(msg=f"cannot read the state of {p['name']}: {exc}")
+    module.exit_json(changed=False, state=state, running=running)
+
+
+if __name__ == "__main__":
+    main()

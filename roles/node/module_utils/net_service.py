@@ -1,0 +1,93 @@
+"""A node service's state on its host: supervisord's XML-RPC over its unix socket, or systemd.
+
+Asking supervisord directly costs milliseconds; ``supervisorctl`` costs a Python start-up per
+call, several times per node in every converge.
+"""
+
+from __future__ import annotations
+
+import configparser
+import http.client
+import socket
+import subprocess
+import xmlrpc.client
+
+# supervisord's process states that mean "this node is up or coming up".
+SUPERVISOR_RUNNING = ("RUNNING",)
+
+
+class ServiceStateError(Exception):
+    """The service manager could not be asked; the message says why."""
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        sock.connect(self._path)
+        self.sock = sock
+
+
+class _UnixTransport(xmlrpc.client.Transport):
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__()
+        self._path = path
+        self._timeout = timeout
+
+    def make_connection(self, host: object) -> http.client.HTTPConnection:
+        return _UnixConnection(self._path, self._timeout)
+
+
+def supervisor_socket(conf: str) -> str:
+    parser = configparser.RawConfigParser(strict=False)
+    try:
+        with open(conf, encoding="utf-8") as handle:
+            parser.read_file(handle)
+    except OSError as exc:
+        raise ServiceStateError(f"cannot read {conf}: {exc.strerror}") from None
+    url = parser.get("supervisorctl", "serverurl", fallback="")
+    if url.startswith("unix://"):
+        return url[len("unix://") :]
+    path = parser.get("unix_http_server", "file", fallback="")
+    if not path:
+        raise ServiceStateError(f"{conf} names no unix socket ([unix_http_server] file)")
+    return path
+
+
+def supervisor_state(conf: str, program: str, timeout: float = 5.0) -> str:
+    """supervisord's state name of ``program`` (RUNNING, STARTING, BACKOFF, ...); ABSENT when
+    supervisord does not know it, UNREACHABLE when no supervisord of ``conf`` answers."""
+    try:
+        path = supervisor_socket(conf)
+    except ServiceStateError:
+        return "UNREACHABLE"
+    proxy = xmlrpc.client.ServerProxy("http://localhost", transport=_UnixTransport(path, timeout))
+    try:
+        info = proxy.supervisor.getProcessInfo(program)
+    except xmlrpc.client.Fault as exc:
+        if "BAD_NAME" in exc.faultString:
+            return "ABSENT"
+        raise ServiceStateError(f"supervisord: {exc.faultString}") from None
+    except OSError:
+        return "UNREACHABLE"
+    return str(info.get("statename", "UNKNOWN"))
+
+
+def systemd_state(unit: str) -> str:
+    proc = subprocess.run(
+        ["systemctl", "is-active", unit], capture_output=True, text=True, check=False
+    )
+    return (proc.stdout.strip() or proc.stderr.strip() or "unknown").split()[0]
+
+
+def service_state(manager: str, name: str, supervisor_conf: str = "") -> tuple[str, bool]:
+    """(state, running) of the node's service."""
+    if manager == "supervisor":
+        state = supervisor_state(supervisor_conf, name)
+        return state, state in SUPERVISOR_RUNNING
+    state = systemd_state(f"{name}.service")
+    return state, state == "active"
