@@ -2,19 +2,34 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
 
 from ops_tools.chainspec.hashing import blake2_256
 from ops_tools.chainspec.header import ZERO_HASH, Header
 from ops_tools.chainspec.runtime import CODE_BLOB_BOMB_LIMIT, RuntimeVersion, read_runtime_version
 from ops_tools.chainspec.spec import (
     CHILD_STORAGE_DEFAULT_PREFIX,
+    CODE_KEY,
     LoadedSpec,
     RawStorage,
+    children_default,
     decode_hex,
-    raw_storage,
+    hex_storage,
+    parse_spec,
+    raw_section,
+    read_spec_bytes,
+    scan_raw_spec,
+    sorted_hex_storage,
 )
-from ops_tools.chainspec.trie import EMPTY_TRIE_ROOT, trie_root
+from ops_tools.chainspec.trie import (
+    EMPTY_TRIE_ROOT,
+    DuplicateKeyError,
+    SortedStorage,
+    sorted_trie_root,
+    trie_root,
+)
 from ops_tools.errors import InputError
 
 
@@ -27,8 +42,13 @@ class GenesisInfo:
     code_blake2_256: bytes | None
     code_size: int | None
     storage_keys: int | None
-    spec_sha256: str
+    spec: LoadedSpec = field(repr=False, compare=False)
     kind: str
+
+    @cached_property
+    def spec_sha256(self) -> str:
+        # On demand: hashing a few hundred MB is not free, and only --json shows it.
+        return self.spec.sha256
 
     def to_json(self) -> dict[str, object]:
         rt = self.runtime
@@ -51,23 +71,61 @@ def genesis_hash_from_state_root(state_root: bytes) -> bytes:
     return Header(ZERO_HASH, 0, state_root, EMPTY_TRIE_ROOT).hash()
 
 
+def _child_roots(
+    children: dict[bytes, dict[bytes, bytes]], state_version: int
+) -> dict[bytes, bytes]:
+    """The top-trie entries of the child tries (an empty child trie leaves no trace)."""
+    return {
+        CHILD_STORAGE_DEFAULT_PREFIX + child_key: trie_root(child, state_version)
+        for child_key, child in children.items()
+        if child
+    }
+
+
 def state_root_of(storage: RawStorage, state_version: int) -> bytes:
     top = storage.top
     if storage.children_default:
-        top = dict(top)
-        for child_key, child in storage.children_default.items():
-            if not child:
-                continue  # an empty child trie leaves no trace in the top trie
-            top[CHILD_STORAGE_DEFAULT_PREFIX + child_key] = trie_root(child, state_version)
+        top = {**top, **_child_roots(storage.children_default, state_version)}
     return trie_root(top, state_version)
+
+
+def _sorted_state_root(
+    top: SortedStorage, children: dict[bytes, dict[bytes, bytes]], state_version: int
+) -> bytes:
+    extra = _child_roots(children, state_version)
+    if extra:
+        if any(len(k) == top.bulk_keys.shape[1] for k in extra):
+            raise _NotSorted
+        top = top.with_others(extra)
+    return sorted_trie_root(top, state_version)
+
+
+class _NotSorted(Exception):
+    """The sorted fast path does not apply; use the general one."""
+
+
+def genesis_of_file(path: str | Path, state_version: int | None = None) -> GenesisInfo:
+    """``compute_genesis`` of the spec at ``path``; a large raw spec skips most JSON parsing."""
+    p, raw = read_spec_bytes(path, map_large=True)
+    scanned = scan_raw_spec(p, raw)
+    if scanned is not None:
+        try:
+            return compute_genesis(scanned.spec, state_version, sorted_top=scanned.top)
+        except _NotSorted:
+            pass  # e.g. a key given twice, which only a full JSON parse resolves as a node does
+    return compute_genesis(parse_spec(p, raw), state_version)
 
 
 def compute_genesis(
     spec: LoadedSpec,
     state_version: int | None = None,
     bomb_limit: int = CODE_BLOB_BOMB_LIMIT,
+    sorted_top: SortedStorage | None = None,
 ) -> GenesisInfo:
-    """Everything about a spec's genesis. ``state_version`` overrides the runtime's."""
+    """Everything about a spec's genesis. ``state_version`` overrides the runtime's.
+
+    ``sorted_top``, when given, is ``genesis.raw.top`` already read (see ``scan_raw_spec``).
+    """
     if state_version is not None and state_version not in (0, 1):
         raise InputError(f"--state-version must be 0 or 1, got {state_version}")
     if spec.kind == "light":
@@ -84,11 +142,23 @@ def compute_genesis(
             None,
             None,
             None,
-            spec.sha256,
+            spec,
             "light",
         )
-    storage = raw_storage(spec)
-    code = storage.code
+    raw = raw_section(spec)
+    top_path = f"{spec.path}: genesis.raw.top"
+    children = children_default(spec, raw)
+    scanned = sorted_top is not None
+    if sorted_top is None:
+        sorted_top = sorted_hex_storage(raw["top"], top_path)
+    storage = None
+    if sorted_top is not None:
+        code = sorted_top.get(CODE_KEY)
+        key_count = len(sorted_top)
+    else:
+        storage = RawStorage(hex_storage(raw["top"], top_path), children)
+        code = storage.code
+        key_count = len(storage.top)
     if code is None:
         raise InputError(
             f"{spec.path}: genesis.raw.top has no ':code' (key 0x3a636f6465); a genesis without a"
@@ -98,7 +168,18 @@ def compute_genesis(
     version = (
         state_version if state_version is not None else (runtime.state_version if runtime else 0)
     )
-    root = state_root_of(storage, version)
+    root = None
+    if sorted_top is not None:
+        try:
+            root = _sorted_state_root(sorted_top, children, version)
+        except (_NotSorted, DuplicateKeyError):
+            if scanned:
+                raise _NotSorted from None
+            # The general path decodes one by one and names the duplicate.
+            storage = RawStorage(hex_storage(raw["top"], top_path), children)
+    if root is None:
+        assert storage is not None
+        root = state_root_of(storage, version)
     return GenesisInfo(
         genesis_hash=genesis_hash_from_state_root(root),
         state_root=root,
@@ -106,7 +187,7 @@ def compute_genesis(
         runtime=runtime,
         code_blake2_256=blake2_256(code),
         code_size=len(code),
-        storage_keys=len(storage.top) + sum(len(c) for c in storage.children_default.values()),
-        spec_sha256=spec.sha256,
+        storage_keys=key_count + sum(len(c) for c in children.values()),
+        spec=spec,
         kind="raw",
     )
