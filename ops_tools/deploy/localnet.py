@@ -15,7 +15,6 @@ from typing import Any
 
 from ops_tools.chain.status import wait_finality_advances, wait_serving
 from ops_tools.chainspec.render import Rendered, render
-from ops_tools.deploy.inventory import load_inventory
 from ops_tools.deploy.manifests import read_local_manifest
 from ops_tools.deploy.paths import INVENTORIES, NETWORKS, PLAYBOOKS, localnet_dir
 from ops_tools.deploy.runner import PlaybookResult, run_playbook
@@ -93,7 +92,7 @@ def up(on_step: Callable[[str], None] = lambda _: None, strategy: str | None = N
         on_task=lambda task: on_step(f"site.yml: {task}"),
         strategy=strategy,
     )
-    endpoints = endpoints_of(state)
+    endpoints = endpoints_of(state, result.hosts)
     public = next((e for e in endpoints if e.role == "rpc"), None)
     if public is None:
         raise OpsError(
@@ -106,10 +105,10 @@ def up(on_step: Callable[[str], None] = lambda _: None, strategy: str | None = N
     return UpResult(genesis, result.changed, finalized, endpoints)
 
 
-def endpoints_of(state: Path) -> list[Endpoint]:
-    inventory = load_inventory(LOCAL_INVENTORY)
+def endpoints_of(state: Path, hosts: list[str]) -> list[Endpoint]:
+    """Endpoints of the ``hosts`` that have a host manifest (the nodes), from those manifests."""
     out = []
-    for host in inventory.hosts():
+    for host in hosts:
         manifest: dict[str, Any] = read_local_manifest(state, host) or {}
         if not manifest:
             continue
@@ -117,7 +116,7 @@ def endpoints_of(state: Path) -> list[Endpoint]:
         out.append(
             Endpoint(
                 host=host,
-                role=str(manifest.get("role") or inventory.role_of(host)),
+                role=str(manifest.get("role")),
                 rpc=f"ws://127.0.0.1:{manifest.get('rpc_port')}",
                 p2p=f"/ip4/127.0.0.1/tcp/{manifest.get('p2p_port')}",
                 prometheus=f"http://127.0.0.1:{prom}/metrics" if prom else None,

@@ -23,6 +23,8 @@ class PlaybookResult:
     rc: int
     changed: int = 0
     failures: list[str] = field(default_factory=list)
+    # Every host the run reached (its recap), so callers need not read the inventory again.
+    hosts: list[str] = field(default_factory=list)
 
 
 class PlaybookFailed(OpsError):
@@ -120,6 +122,7 @@ def run_playbook(
         result.ok = run.status == "successful" and run.rc == 0
         stats = run.stats or {}
         result.changed = sum((stats.get("changed") or {}).values())
+        result.hosts = sorted({host for counts in stats.values() for host in counts or {}})
     finally:
         shutil.rmtree(private, ignore_errors=True)
     if not result.ok:

@@ -16,12 +16,14 @@ module: net_directories
 short_description: Ensure a list of directories exists with the given modes, owner and group
 options:
   directories:
-    description: "Items {path, mode}; mode is an octal string such as '0700'. Parents first."
+    description: >-
+      Items {path, mode, owned}; mode is an octal string such as '0700'; owned (default false):
+      the directory gets I(owner) and I(group). Parents first.
     type: list
     elements: dict
     required: true
-  owner: {description: Owner of every directory; omit to leave it, type: str}
-  group: {description: Group of every directory; omit to leave it, type: str}
+  owner: {description: Owner of the owned directories; omit to leave it, type: str}
+  group: {description: Group of the owned directories; omit to leave it, type: str}
 """
 
 RETURN = r"""
@@ -53,12 +55,13 @@ def main() -> None:
             if module.check_mode:
                 continue
             os.makedirs(path, exist_ok=True)
+        owned = bool(item.get("owned", False))
         attrs: dict[str, Any] = module.load_file_common_arguments(
             {
                 "path": path,
                 "mode": mode,
-                "owner": module.params["owner"],
-                "group": module.params["group"],
+                "owner": module.params["owner"] if owned else None,
+                "group": module.params["group"] if owned else None,
             }
         )
         if os.path.isdir(path):

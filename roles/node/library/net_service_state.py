@@ -17,6 +17,10 @@ options:
   manager: {description: service manager, type: str, choices: [supervisor, systemd], required: true}
   name: {description: program (supervisor) or unit name without .service, type: str, required: true}
   supervisor_conf: {description: supervisord.conf of the project's supervisord, type: path}
+  pending:
+    description: A change that needs a restart is pending (the handlers marked it).
+    type: bool
+    default: false
 """
 
 RETURN = r"""
@@ -27,6 +31,11 @@ state:
   type: str
   returned: success
 running: {description: the service runs (RUNNING, or active), type: bool, returned: success}
+up:
+  description: running, or on its way (STARTING, activating); starting it again would fail
+  type: bool
+  returned: success
+start_needed: {description: pending, or not up, type: bool, returned: success}
 """
 
 
@@ -36,6 +45,7 @@ def main() -> None:
             "manager": {"type": "str", "choices": ["supervisor", "systemd"], "required": True},
             "name": {"type": "str", "required": True},
             "supervisor_conf": {"type": "path", "default": ""},
+            "pending": {"type": "bool", "default": False},
         },
         required_if=[("manager", "supervisor", ["supervisor_conf"])],
         supports_check_mode=True,
@@ -45,7 +55,14 @@ def main() -> None:
         state, running = service_state(p["manager"], p["name"], p["supervisor_conf"])
     except ServiceStateError as exc:
         module.fail_json(msg=f"cannot read the state of {p['name']}: {exc}")
-    module.exit_json(changed=False, state=state, running=running)
+    up = running or state in ("STARTING", "activating")
+    module.exit_json(
+        changed=False,
+        state=state,
+        running=running,
+        up=up,
+        start_needed=p["pending"] or not up,
+    )
 
 
 if __name__ == "__main__":
