@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from ops_tools.chainspec import trie
 from ops_tools.chainspec.hashing import blake2_256
 from ops_tools.chainspec.header import ZERO_HASH, Header
 from ops_tools.chainspec.runtime import CODE_BLOB_BOMB_LIMIT, RuntimeVersion, read_runtime_version
@@ -20,17 +22,19 @@ from ops_tools.chainspec.spec import (
     parse_spec,
     raw_section,
     read_spec_bytes,
-    scan_raw_spec,
-    sorted_hex_storage,
 )
-from ops_tools.chainspec.trie import (
-    EMPTY_TRIE_ROOT,
-    DuplicateKeyError,
-    SortedStorage,
-    sorted_trie_root,
-    trie_root,
-)
+from ops_tools.chainspec.trie import EMPTY_TRIE_ROOT, DuplicateKeyError, trie_root
 from ops_tools.errors import InputError
+
+if TYPE_CHECKING:
+    from ops_tools.chainspec.sorted_storage import SortedStorage
+    from ops_tools.chainspec.spec_scan import ScannedSpec
+
+# The fast paths of a large genesis (spec_scan, sorted_storage, trie_bulk) load numpy; they are
+# imported only when a spec is large, so that the node and the CLI start without it.
+
+# Below this size (bytes) a spec file is parsed as a whole: scanning pays only for large maps.
+SCAN_AT_LEAST = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,8 @@ def state_root_of(storage: RawStorage, state_version: int) -> bytes:
 def _sorted_state_root(
     top: SortedStorage, children: dict[bytes, dict[bytes, bytes]], state_version: int
 ) -> bytes:
+    from ops_tools.chainspec.trie_bulk import sorted_trie_root
+
     extra = _child_roots(children, state_version)
     if extra:
         if any(len(k) == top.bulk_keys.shape[1] for k in extra):
@@ -107,13 +113,35 @@ class _NotSorted(Exception):
 def genesis_of_file(path: str | Path, state_version: int | None = None) -> GenesisInfo:
     """``compute_genesis`` of the spec at ``path``; a large raw spec skips most JSON parsing."""
     p, raw = read_spec_bytes(path, map_large=True)
-    scanned = scan_raw_spec(p, raw)
+    scanned = _scan(p, raw)
     if scanned is not None:
         try:
             return compute_genesis(scanned.spec, state_version, sorted_top=scanned.top)
         except _NotSorted:
             pass  # e.g. a key given twice, which only a full JSON parse resolves as a node does
     return compute_genesis(parse_spec(p, raw), state_version)
+
+
+def _scan(path: Path, raw: bytes) -> ScannedSpec | None:
+    if len(raw) < SCAN_AT_LEAST:
+        return None
+    # Every entry is two "0x strings. A real network's genesis (a few hundred keys beside a runtime
+    # of megabytes) is far from a bulk run: not worth loading numpy for. A mapped file (16 MiB and
+    # more) is scanned without counting.
+    if isinstance(raw, bytes) and raw.count(b'"0x') < 2 * trie.BULK_MIN_KEYS:
+        return None
+    from ops_tools.chainspec.spec_scan import scan_raw_spec
+
+    return scan_raw_spec(path, raw)
+
+
+def _sorted_top(top: object) -> SortedStorage | None:
+    """``spec_scan.sorted_hex_storage``, for a map large enough to be worth it."""
+    if not isinstance(top, dict) or len(top) < trie.BULK_MIN_KEYS:
+        return None
+    from ops_tools.chainspec.spec_scan import sorted_hex_storage
+
+    return sorted_hex_storage(top)
 
 
 def compute_genesis(
@@ -150,7 +178,7 @@ def compute_genesis(
     children = children_default(spec, raw)
     scanned = sorted_top is not None
     if sorted_top is None:
-        sorted_top = sorted_hex_storage(raw["top"], top_path)
+        sorted_top = _sorted_top(raw["top"])
     storage = None
     if sorted_top is not None:
         code = sorted_top.get(CODE_KEY)

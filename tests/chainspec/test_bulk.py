@@ -16,10 +16,20 @@ import numpy as np
 import pytest
 import zstandard
 
-from ops_tools.chainspec import compute_genesis, load_spec, spec, trie
+from ops_tools.chainspec import (
+    compute_genesis,
+    forked,
+    genesis,
+    load_spec,
+    spec_scan,
+    trie,
+    trie_bulk,
+)
 from ops_tools.chainspec.genesis import genesis_of_file
 from ops_tools.chainspec.runtime import ZSTD_PREFIX, RuntimeVersion, api, build_runtime_blob
-from ops_tools.chainspec.trie import adjacent_lcp, argsort_rows, trie_root
+from ops_tools.chainspec.sorted_storage import argsort_rows
+from ops_tools.chainspec.trie import trie_root
+from ops_tools.chainspec.trie_bulk import adjacent_lcp
 from tests.chainspec.reference_trie import reference_root
 from tests.chainspec.test_vectors import PUBLISHED
 
@@ -31,9 +41,9 @@ RUNTIME = RuntimeVersion("net-dev", "net-dev-node", 1, 6, 1, 1, 1, [api("Core", 
 def small_thresholds(monkeypatch):
     """Bulk builder from 8 keys, numpy ranges from 2, two processes from 40, scanning always."""
     monkeypatch.setattr(trie, "BULK_MIN_KEYS", 8)
-    monkeypatch.setattr(trie, "VECTOR_MIN_KEYS", 2)
-    monkeypatch.setattr(trie, "PARALLEL_MIN_KEYS", 40)
-    monkeypatch.setattr(spec, "SCAN_AT_LEAST", 0)
+    monkeypatch.setattr(trie_bulk, "VECTOR_MIN_KEYS", 2)
+    monkeypatch.setattr(trie_bulk, "PARALLEL_MIN_KEYS", 40)
+    monkeypatch.setattr(genesis, "SCAN_AT_LEAST", 0)
 
 
 def _bytes(rng: random.Random, n: int) -> bytes:
@@ -134,12 +144,11 @@ def test_scanned_spec_gives_the_general_paths_hash(
     small_thresholds, tmp_path, monkeypatch, version, indent, fork
 ):
     if not fork:  # as on a platform without fork, or in a process running threads
-        monkeypatch.setattr(trie, "can_fork", lambda: False)
-        monkeypatch.setattr(spec, "can_fork", lambda: False)
+        monkeypatch.setattr(forked, "can_fork", lambda: False)
     path = tmp_path / "spec.json"
     entries = _storage(indent or 0)
     path.write_text(_spec_json(_hex_top(entries), indent))
-    scanned = spec.scan_raw_spec(path, path.read_bytes())
+    scanned = spec_scan.scan_raw_spec(path, path.read_bytes())
     assert scanned is not None and len(scanned.top) == len(entries)
     fast = genesis_of_file(path, version)
     monkeypatch.setattr(trie, "BULK_MIN_KEYS", 10**9)
@@ -175,7 +184,7 @@ def test_unusual_layouts_fall_back_to_the_general_path(small_thresholds, tmp_pat
 def test_public_vectors_through_the_fast_paths(small_thresholds, vectors_dir, name):
     path = vectors_dir / name
     if name.endswith(".raw.json"):
-        assert spec.scan_raw_spec(path, path.read_bytes()) is not None
+        assert spec_scan.scan_raw_spec(path, path.read_bytes()) is not None
     assert "0x" + genesis_of_file(path).genesis_hash.hex() == PUBLISHED[name][0]
 
 
@@ -202,7 +211,7 @@ def _large_spec(tmp_path: Path, mutate=None) -> Path:
         mutate(top)
     path = tmp_path / "large.json"
     path.write_text(_spec_json(top, None))
-    assert path.stat().st_size >= spec.SCAN_AT_LEAST
+    assert path.stat().st_size >= genesis.SCAN_AT_LEAST
     return path
 
 
