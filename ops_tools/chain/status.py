@@ -46,10 +46,13 @@ def wait_serving(url: str, genesis_hash: str, timeout_s: float) -> None:
     wait_for(f"{url} to serve genesis {genesis_hash}", probe, timeout_s)
 
 
-def wait_finality_advances(url: str, timeout_s: float, blocks: int = 1) -> tuple[int, int]:
-    """Wait until the finalized height grows by ``blocks``; returns (start, reached)."""
+def wait_finality_advances(
+    url: str, timeout_s: float, blocks: int = 1, since: int | None = None
+) -> tuple[int, int]:
+    """Wait until the finalized height grows by ``blocks`` from now, or from ``since`` (a height
+    read earlier on the same chain); returns (start, reached)."""
     client = RpcClient(url, timeout=3)
-    start = client.finalized_number()
+    start = client.finalized_number() if since is None else since
     reached = start
 
     def probe() -> tuple[bool, str]:

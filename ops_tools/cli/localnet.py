@@ -21,7 +21,7 @@ def up(
     strategy: str | None = typer.Option(
         None,
         "--strategy",
-        help="Ansible strategy: mitogen (default, or $NET_ANSIBLE_STRATEGY) or linear.",
+        help="Ansible strategy: mitogen (default, or $NET_ANSIBLE_STRATEGY) or ansible (its own).",
     ),
 ) -> None:
     """Render the local spec, converge inventories/local, wait for finality, list endpoints."""

@@ -13,9 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ops_tools.build.devnode_probe import devnode_source_digest
+from ops_tools.chain.rpc import RpcClient, RpcError
 from ops_tools.chain.status import wait_finality_advances, wait_serving
+from ops_tools.chainspec import render_cache
 from ops_tools.chainspec.render import Rendered, render
-from ops_tools.deploy.manifests import read_local_manifest
+from ops_tools.deploy.manifests import MANIFEST_NAME, read_local_manifest
 from ops_tools.deploy.paths import INVENTORIES, NETWORKS, PLAYBOOKS, localnet_dir
 from ops_tools.deploy.runner import PlaybookResult, run_playbook
 from ops_tools.errors import InputError, OpsError
@@ -66,6 +69,27 @@ def _write_if_changed(rendered: Rendered, out: Path) -> None:
     rendered.write(out)
 
 
+def render_local_spec(node: Path, out: Path) -> tuple[str, bool]:
+    """Render the local spec into ``out`` unless the render there has the same inputs (and
+    checks out); (genesis hash, reused)."""
+    inputs = render_cache.RenderInputs(
+        network_sha256=sha256_file(LOCAL_NETWORK),
+        node_binary_sha256=sha256_file(node),
+        node_version=devnode_source_digest(),
+        runtime_sha256=None,
+        revision=None,
+        renderer=render_cache.renderer_version(),
+    )
+    genesis = render_cache.cached_genesis(out, inputs)
+    if genesis is not None:
+        return genesis, True
+    rendered = render(LOCAL_NETWORK, node)
+    render_cache.forget(out)
+    _write_if_changed(rendered, out)
+    render_cache.record(out, inputs)
+    return rendered.manifest["genesis_hash"], False
+
+
 def sha256_file(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -75,10 +99,9 @@ def up(on_step: Callable[[str], None] = lambda _: None, strategy: str | None = N
     state.mkdir(parents=True, exist_ok=True)
     node = devnode_binary()
     on_step("rendering the local chain spec")
-    rendered = render(LOCAL_NETWORK, node)
     spec_dir = state / "chainspec"
-    _write_if_changed(rendered, spec_dir)
-    genesis = rendered.manifest["genesis_hash"]
+    genesis, _ = render_local_spec(node, spec_dir)
+    baseline = _finalized_before(state, genesis)
     on_step("running playbooks/site.yml on inventories/local")
     result: PlaybookResult = run_playbook(
         PLAYBOOKS / "site.yml",
@@ -101,8 +124,23 @@ def up(on_step: Callable[[str], None] = lambda _: None, strategy: str | None = N
     on_step(f"waiting for {public.rpc} to serve genesis {genesis[:18]}…")
     wait_serving(public.rpc, genesis, READY_TIMEOUT_S)
     on_step("waiting for finality to advance")
-    _, finalized = wait_finality_advances(public.rpc, READY_TIMEOUT_S)
+    _, finalized = wait_finality_advances(public.rpc, READY_TIMEOUT_S, since=baseline)
     return UpResult(genesis, result.changed, finalized, endpoints)
+
+
+def _finalized_before(state: Path, genesis: str) -> int | None:
+    """The public endpoint's finalized height before the run, if it already serves ``genesis``:
+    finality that advanced during the run needs no further wait afterwards."""
+    for manifest_file in sorted(state.glob(f"*/{MANIFEST_NAME}")):
+        manifest = read_local_manifest(state, manifest_file.parent.name) or {}
+        if manifest.get("role") != "rpc":
+            continue
+        client = RpcClient(f"http://127.0.0.1:{manifest.get('rpc_port')}", timeout=1)
+        try:
+            return client.finalized_number() if client.genesis_hash() == genesis else None
+        except RpcError:
+            return None
+    return None
 
 
 def endpoints_of(state: Path, hosts: list[str]) -> list[Endpoint]:

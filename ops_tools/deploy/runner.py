@@ -31,16 +31,16 @@ class PlaybookFailed(OpsError):
     pass
 
 
-STRATEGIES = ("mitogen", "linear")
+STRATEGIES = ("mitogen", "ansible")
 DEFAULT_STRATEGY = "mitogen"
 
 
 def strategy_env(strategy: str | None) -> dict[str, str]:
     """Environment that selects ``strategy`` (default: ``$NET_ANSIBLE_STRATEGY``, else mitogen).
 
-    Mitogen runs each host's modules in one long-lived interpreter instead of a fresh Python per
-    task, which halves a no-change converge here; ``linear`` is Ansible's own, for a host where
-    mitogen misbehaves.
+    ``mitogen`` runs each host's modules in one long-lived interpreter instead of a fresh Python
+    per task, which halves a converge here; ``ansible`` is Ansible's own (ansible.cfg's free
+    strategy), for a host where mitogen misbehaves.
     """
     name = strategy or os.environ.get("NET_ANSIBLE_STRATEGY") or DEFAULT_STRATEGY
     if name not in STRATEGIES:
@@ -48,19 +48,19 @@ def strategy_env(strategy: str | None) -> dict[str, str]:
             f"Ansible strategy {name!r} is not one of {', '.join(STRATEGIES)}"
             " (--strategy or NET_ANSIBLE_STRATEGY)"
         )
-    if name == "linear":
-        return {"ANSIBLE_STRATEGY": "linear"}
+    if name == "ansible":
+        return {}
     try:
         import ansible_mitogen
     except ImportError:
         raise OpsError(
             "the mitogen strategy needs the mitogen package (scripts/bootstrap installs it);"
-            " or choose --strategy linear"
+            " or choose --strategy ansible"
         ) from None
     plugins = Path(ansible_mitogen.__file__).parent / "plugins" / "strategy"
     return {
         "ANSIBLE_STRATEGY_PLUGINS": str(plugins),
-        "ANSIBLE_STRATEGY": "mitogen_linear",
+        "ANSIBLE_STRATEGY": "mitogen_free",
         # ansible-core flags every strategy outside ansible.builtin as deprecated, on every run.
         "ANSIBLE_DEPRECATION_WARNINGS": "false",
     }

@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ops_tools.build.devnode_probe import devnode_version, find_devnode
+from ops_tools.build.devnode_probe import devnode_source_digest, devnode_version, find_devnode
 from ops_tools.chain.rpc import RpcClient, RpcError
+from ops_tools.chainspec import render_cache
 from ops_tools.deploy.inventory import Inventory, load_inventory
 from ops_tools.deploy.paths import INVENTORIES, NETWORKS, PLAYBOOKS, PROJECT_ROOT, localnet_dir
 from ops_tools.errors import InputError, OpsError
-from ops_tools.reset import render_cache
 from ops_tools.reset.decide import Action, Decision, Observed, decide
 from ops_tools.reset.hooks import ServiceHook, load_hooks
 from ops_tools.reset.journal import Journal
@@ -344,6 +344,7 @@ class ResetCycle:
             binary_sha256=hashlib.sha256(artifact.node_binary.read_bytes()).hexdigest(),
             runtime_sha256=hashlib.sha256(artifact.runtime.read_bytes()).hexdigest(),
             node_version=artifact.manifest.get("node_version"),
+            devnode=devnode,
         )
         hit = "cache hit" if result.cache_hit else "built"
         return f"{self.facts['revision'][:12]} ({hit})"
@@ -381,7 +382,12 @@ class ResetCycle:
         return render_cache.RenderInputs(
             network_sha256=network_sha256,
             node_binary_sha256=self.facts["binary_sha256"],
-            node_version=self.facts.get("node_version"),
+            # The devnode artifact is a launcher: its code is named by a digest of its source.
+            node_version=(
+                f"{self.facts.get('node_version')}; {devnode_source_digest()}"
+                if self.facts.get("devnode")
+                else self.facts.get("node_version")
+            ),
             runtime_sha256=self.facts["runtime_sha256"],
             revision=self.facts["revision"],
             renderer=render_cache.renderer_version(),

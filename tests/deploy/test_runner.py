@@ -15,21 +15,21 @@ def test_mitogen_is_the_default_and_points_at_its_plugins(
 ) -> None:
     monkeypatch.delenv("NET_ANSIBLE_STRATEGY", raising=False)
     env = strategy_env(None)
-    assert env["ANSIBLE_STRATEGY"] == "mitogen_linear"
-    assert (Path(env["ANSIBLE_STRATEGY_PLUGINS"]) / "mitogen_linear.py").is_file()
+    assert env["ANSIBLE_STRATEGY"] == "mitogen_free"
+    assert (Path(env["ANSIBLE_STRATEGY_PLUGINS"]) / "mitogen_free.py").is_file()
 
 
-def test_linear_is_ansibles_own(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ansible_leaves_the_choice_to_ansible_cfg(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NET_ANSIBLE_STRATEGY", "mitogen")
-    assert strategy_env("linear") == {"ANSIBLE_STRATEGY": "linear"}
+    assert strategy_env("ansible") == {}
 
 
 def test_the_environment_chooses_when_no_option_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("NET_ANSIBLE_STRATEGY", "linear")
-    assert strategy_env(None) == {"ANSIBLE_STRATEGY": "linear"}
+    monkeypatch.setenv("NET_ANSIBLE_STRATEGY", "ansible")
+    assert strategy_env(None) == {}
 
 
 def test_an_unknown_strategy_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NET_ANSIBLE_STRATEGY", "turbo")
-    with pytest.raises(InputError, match=r"'turbo'.*mitogen, linear.*NET_ANSIBLE_STRATEGY"):
+    with pytest.raises(InputError, match=r"'turbo'.*mitogen, ansible.*NET_ANSIBLE_STRATEGY"):
         strategy_env(None)

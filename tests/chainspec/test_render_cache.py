@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from ops_tools.chainspec import render_cache
 from ops_tools.chainspec.render import render
-from ops_tools.reset import render_cache
-from ops_tools.reset.render_cache import RenderInputs, cached_genesis
+from ops_tools.chainspec.render_cache import RenderInputs, cached_genesis
 from tests.conftest import ROOT
 
 LOCAL = ROOT / "chainspec" / "networks" / "local.yml"

@@ -1,11 +1,12 @@
-"""Reusing a render the cycle already did for exactly the same inputs.
+"""Reusing a render already done for exactly the same inputs.
 
-Rendering runs the node twice (``--version``, ``build-spec --raw``). A cycle that finds nothing
-to do renders the same inputs every time, so the render directory records the inputs it was
-made from (``inputs.json``); a later cycle reuses it only when those inputs are the same (the
-network definition, the node binary and its version, the runtime, the revision, and the
-renderer's own source) and the files still check out: the specs match the checksums the
-render recorded, and the genesis hash recomputed from the raw spec is the one recorded.
+Rendering runs the node (``--version``, ``build-spec``). A reset cycle that finds nothing to do,
+or a ``localnet up`` that changes nothing, renders the same inputs every time, so the render
+directory records the inputs it was made from (``inputs.json``); a later run reuses it only when
+those inputs are the same (the network definition, the node binary and its version, the
+runtime, the revision, and the renderer's own source) and the files still check out: the specs
+match the checksums the render recorded, and the genesis hash recomputed from the raw spec is
+the one recorded.
 """
 
 from __future__ import annotations
@@ -37,9 +38,11 @@ def renderer_version() -> str:
 class RenderInputs:
     network_sha256: str
     node_binary_sha256: str
+    # What identifies the node's code where its binary does not (a launcher script).
     node_version: str | None
-    runtime_sha256: str
-    revision: str
+    # None: the node's built-in runtime, identified with the node itself.
+    runtime_sha256: str | None
+    revision: str | None
     renderer: str
 
 
@@ -62,7 +65,10 @@ def cached_genesis(out: Path, inputs: RenderInputs) -> str | None:
     if (
         manifest.get("network", {}).get("sha256") != inputs.network_sha256
         or manifest.get("node", {}).get("sha256") != inputs.node_binary_sha256
-        or manifest.get("runtime", {}).get("sha256") != inputs.runtime_sha256
+        or (
+            inputs.runtime_sha256 is not None
+            and manifest.get("runtime", {}).get("sha256") != inputs.runtime_sha256
+        )
         or manifest.get("pallet_suite_revision") != inputs.revision
         or manifest.get("raw_spec_sha256") != _sha256(raw)
         or manifest.get("plain_spec_sha256") != _sha256(plain)
