@@ -1,0 +1,355 @@
+"""The OpenAI routes and the worker-facing routes of the gateway.
+
+Hot path of an inference request: parse (orjson), one database transaction for the budget
+reservation (and the rate window when the key has limits), a pooled keep-alive HTTP request to the
+least busy eligible worker, the answer relayed as it comes. The receipt is written after the
+answer has left, in the background, while the reservation still holds the budget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from ops_tools.services.gateway import openai_errors as oe
+from ops_tools.services.gateway import store, wire
+from ops_tools.services.gateway.announce import verify_announce
+from ops_tools.services.gateway.router import Worker
+from ops_tools.services.gateway.service import GatewayState
+from ops_tools.services.gateway.sse import DONE, EventSplitter, StreamTally, classify, error_event
+from ops_tools.wallet.heartbeat_payload import verify_heartbeat_payload
+
+TEST_MODE_HEADER = "X-Net-Test-Mode"
+JSON = "application/json"
+
+
+def error_response(exc: oe.OpenAIError, request_id: str | None = None) -> Response:
+    headers = exc.headers()
+    if request_id:
+        headers["X-Request-Id"] = request_id
+    return Response(exc.json_bytes(), exc.status, headers=headers, media_type=JSON)
+
+
+def _bearer(request: Request) -> str:
+    header = request.headers.get("authorization", "")
+    scheme, _, key = header.partition(" ")
+    if scheme.lower() != "bearer" or not key.strip():
+        raise oe.missing_api_key()
+    return key.strip()
+
+
+class Upstream(Exception):
+    """The worker failed before answering (connect error, 5xx): another one may be tried."""
+
+
+class GatewayApi:
+    def __init__(self, state: GatewayState, max_body_bytes: int) -> None:
+        self.state = state
+        self.max_body_bytes = max_body_bytes
+
+    # --- inference -------------------------------------------------------------------------
+    async def inference(self, request: Request) -> Response:
+        kind = wire.ENDPOINTS[request.url.path]
+        request_id = "req-" + uuid.uuid4().hex
+        try:
+            return await self._inference(request, kind, request_id)
+        except oe.OpenAIError as exc:
+            return error_response(exc, request_id)
+
+    async def _inference(self, request: Request, kind: str, request_id: str) -> Response:
+        state = self.state
+        key = _bearer(request)
+        length = request.headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
+            raise oe.too_large(self.max_body_bytes)
+        raw = await request.body()
+        if len(raw) > self.max_body_bytes:
+            raise oe.too_large(self.max_body_bytes)
+        parsed = wire.parse(kind, raw, default_max_tokens=state.fields.default_max_tokens,
+                            max_tokens_cap=state.fields.max_tokens_cap)
+        price = state.price(parsed.model)
+        max_cost = price.cost(parsed.max_input_tokens, parsed.max_output_tokens)
+        try:
+            reservation = await asyncio.to_thread(
+                store.reserve, state.engine, key, max_cost, time.time()
+            )
+        except store.KeyRejected as rejected:
+            raise _rejection(rejected) from None
+        receipt = {
+            "id": request_id, "key_id": reservation.key_id, "payer": reservation.account,
+            "operator": None, "worker": None, "model": parsed.model, "kind": kind,
+            "input_tokens": 0, "output_tokens": 0, "cost": 0, "reserved": max_cost,
+            "status": "failed", "error": None, "genesis_hash": state.genesis_hash,
+            "created_at": time.time(),
+        }
+        handed_off = False
+        try:
+            response = await self._dispatch(parsed, reservation, receipt, request_id)
+            handed_off = isinstance(response, StreamingResponse)
+            return response
+        except oe.OpenAIError as exc:
+            receipt["error"] = exc.message
+            raise
+        finally:
+            if not handed_off:  # the streaming body writes its own receipt when it ends
+                state.spawn(asyncio.to_thread(store.settle_request, state.engine, reservation,
+                                              receipt))
+
+    async def _dispatch(
+        self, parsed: wire.ParsedRequest, reservation: store.Reservation,
+        receipt: dict[str, Any], request_id: str,
+    ) -> Response:
+        state = self.state
+        router = state.router
+        path = {"chat": "/v1/chat/completions", "text": "/v1/completions",
+                "embeddings": "/v1/embeddings"}[parsed.kind]
+        payload = orjson.dumps(parsed.body)
+        tried: list[str] = []
+        last_error = ""
+        for _attempt in range(2):  # a failure before the first byte is retried once elsewhere
+            worker = router.pick(parsed.model, state.clock(), exclude=tried)
+            if worker is None:
+                if tried:
+                    raise oe.upstream_failed(last_error)
+                if not router.serves(parsed.model):
+                    raise oe.model_not_found(parsed.model)
+                raise oe.no_worker(parsed.model, state.fields.no_worker_retry_after_s)
+            tried.append(worker.worker_id)
+            receipt["operator"], receipt["worker"] = worker.operator, worker.worker_id
+            worker.inflight += 1
+            try:
+                upstream = await self._send(worker, path, payload, request_id)
+            except Upstream as exc:
+                worker.inflight -= 1
+                router.failed(worker, state.clock())
+                last_error = str(exc)
+                continue
+            except BaseException:
+                worker.inflight -= 1
+                raise
+            headers = {"X-Request-Id": request_id, "X-Net-Operator": worker.operator}
+            if upstream.status_code >= 400:  # the engine refused the request itself: relay it
+                body = await upstream.aread()
+                await upstream.aclose()
+                worker.inflight -= 1
+                router.succeeded(worker)
+                receipt["error"] = f"engine answered {upstream.status_code}"
+                return Response(body, upstream.status_code, headers=headers, media_type=JSON)
+            if parsed.stream:
+                return StreamingResponse(
+                    self._relay(upstream, worker, parsed, reservation, receipt),
+                    media_type="text/event-stream",
+                    headers={**headers, "Cache-Control": "no-cache"},
+                )
+            try:
+                body = await upstream.aread()
+            except httpx.HTTPError as exc:
+                router.failed(worker, state.clock())
+                raise oe.upstream_failed(f"reading the answer: {type(exc).__name__}") from None
+            finally:
+                await upstream.aclose()
+                worker.inflight -= 1
+            router.succeeded(worker)
+            self._bill(parsed, receipt, _usage_of(body))
+            return Response(body, 200, headers=headers, media_type=JSON)
+        raise oe.upstream_failed(last_error)
+
+    async def _send(
+        self, worker: Worker, path: str, payload: bytes, request_id: str
+    ) -> httpx.Response:
+        client = self.state.client
+        request = client.build_request(
+            "POST", worker.endpoint + path, content=payload,
+            headers={"Content-Type": JSON, "X-Request-Id": request_id},
+        )
+        try:
+            response = await client.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            raise Upstream(f"{type(exc).__name__} from {worker.endpoint}") from None
+        if response.status_code >= 500:
+            await response.aclose()
+            raise Upstream(f"{worker.endpoint} answered {response.status_code}")
+        return response
+
+    def _bill(
+        self, parsed: wire.ParsedRequest, receipt: dict[str, Any],
+        usage: tuple[int | None, int | None],
+    ) -> None:
+        prompt, completion = usage
+        # An engine that reports no usage is billed the reserved maximum (an honest bound).
+        prompt = parsed.max_input_tokens if prompt is None else prompt
+        completion = parsed.max_output_tokens if completion is None else completion
+        receipt["input_tokens"], receipt["output_tokens"] = prompt, completion
+        cost = self.state.price(parsed.model).cost(prompt, completion)
+        receipt["cost"] = min(cost, receipt["reserved"])
+        receipt["status"] = "ok"
+
+    async def _relay(
+        self, upstream: httpx.Response, worker: Worker, parsed: wire.ParsedRequest,
+        reservation: store.Reservation, receipt: dict[str, Any],
+    ) -> AsyncIterator[bytes]:
+        state = self.state
+        tally = StreamTally()
+        splitter = EventSplitter()
+        try:
+            async for chunk in upstream.aiter_raw():
+                out = []
+                for event in splitter.feed(chunk):
+                    if event == DONE:
+                        tally.done = True
+                        continue
+                    if classify(event, tally) and not parsed.client_wants_usage:
+                        continue
+                    out.append(event + b"\n\n")
+                if out:
+                    yield b"".join(out)
+            if not tally.done:
+                raise httpx.RemoteProtocolError("the stream ended without [DONE]")
+            state.router.succeeded(worker)
+            self._bill(parsed, receipt, (tally.prompt_tokens, tally.completion_tokens))
+            yield DONE + b"\n\n"
+        except httpx.HTTPError as exc:
+            state.router.failed(worker, state.clock())
+            receipt["error"] = f"worker failed mid-stream after {tally.chunks} chunks: " \
+                f"{type(exc).__name__}"
+            receipt["output_tokens"] = tally.chunks
+            yield error_event(receipt["error"])
+        finally:
+            worker.inflight -= 1
+            await upstream.aclose()
+            state.spawn(asyncio.to_thread(store.settle_request, state.engine, reservation,
+                                          receipt))
+
+    # --- the rest of the OpenAI API --------------------------------------------------------
+    async def _require_key(self, request: Request) -> str:
+        key = _bearer(request)
+        if not await asyncio.to_thread(store.key_exists, self.state.engine, key):
+            raise oe.invalid_api_key()
+        return key
+
+    async def models(self, request: Request) -> Response:
+        try:
+            await self._require_key(request)
+        except oe.OpenAIError as exc:
+            return error_response(exc)
+        live = self.state.router.live_models(self.state.clock())
+        data = [
+            {"id": model, "object": "model", "created": 0, "owned_by": "net-operators",
+             "workers": len(ws), "test_mode": True}
+            for model, ws in sorted(live.items())
+        ]
+        return Response(orjson.dumps({"object": "list", "data": data, "test_mode": True}),
+                        media_type=JSON)
+
+    async def usage(self, request: Request) -> Response:
+        try:
+            key = _bearer(request)
+            doc = await asyncio.to_thread(store.usage, self.state.engine, key)
+            if doc is None:
+                raise oe.invalid_api_key()
+        except oe.OpenAIError as exc:
+            return error_response(exc)
+        return Response(orjson.dumps({**doc, "test_mode": True}), media_type=JSON)
+
+    # --- workers ---------------------------------------------------------------------------
+    async def _payload(self, request: Request) -> Any:
+        raw = await request.body()
+        if len(raw) > 64 * 1024:
+            raise oe.too_large(64 * 1024)
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            raise oe.OpenAIError(400, "the body must be JSON", code="invalid_json") from None
+
+    async def announce(self, request: Request) -> Response:
+        state = self.state
+        try:
+            payload = await self._payload(request)
+            problem = verify_announce(payload, expected_genesis_hash=state.genesis_hash,
+                                      now=time.time(),
+                                      max_skew_s=state.fields.announce_max_skew_s)
+            if problem:
+                raise oe.OpenAIError(400, f"announcement refused: {problem}",
+                                     param="announcement", code="invalid_announcement")
+        except oe.OpenAIError as exc:
+            return error_response(exc)
+        worker_id = await asyncio.to_thread(store.save_worker, state.engine, payload, time.time())
+        await state.refresh_registry()
+        worker = state.router.workers.get(worker_id)
+        return Response(orjson.dumps({
+            "worker_id": worker_id, "accepted": True,
+            "eligible": worker is not None and state.router.why_not(worker, state.clock()) is None,
+            "reason": None if worker is None else state.router.why_not(worker, state.clock()),
+        }), media_type=JSON)
+
+    async def heartbeat(self, request: Request) -> Response:
+        state = self.state
+        try:
+            payload = await self._payload(request)
+            if not verify_heartbeat_payload(payload, state.genesis_hash):
+                raise oe.OpenAIError(
+                    400, "heartbeat refused: not a net-heartbeat-v1 payload signed by its"
+                    " operator for this network's genesis", param="heartbeat",
+                    code="invalid_heartbeat")
+            current = state.router.chain.current_epoch
+            if current is None:
+                raise oe.OpenAIError(503, "the gateway cannot read the chain's epoch; retry",
+                                     type_="server_error", code="chain_unavailable",
+                                     retry_after=state.fields.no_worker_retry_after_s)
+            # A future epoch would keep an operator alive after it stops; the past is stale.
+            if payload["epoch"] > current or payload["epoch"] < current - 1:
+                raise oe.OpenAIError(
+                    409, f"heartbeat epoch {payload['epoch']} is not the current epoch"
+                    f" ({current}) or the one before; sign one for epoch {current}",
+                    param="epoch", code="wrong_epoch")
+        except oe.OpenAIError as exc:
+            return error_response(exc)
+        epoch = await asyncio.to_thread(store.save_heartbeat, state.engine, payload, time.time())
+        state.router.heartbeat(payload["operator"], epoch)
+        return Response(orjson.dumps({"operator": payload["operator"], "epoch": epoch,
+                                      "accepted": True}), media_type=JSON)
+
+    async def workers(self, request: Request) -> Response:
+        """Every known worker and why it does (not) take traffic; no endpoints or secrets."""
+        state = self.state
+        now = state.clock()
+        rows = []
+        for w in state.router.workers.values():
+            reason = state.router.why_not(w, now)
+            rows.append({"operator": w.operator, "models": list(w.models),
+                         "capacity": w.capacity, "inflight": w.inflight,
+                         "live": reason is None, "reason": reason,
+                         "heartbeat_epoch": state.router.heartbeats.get(w.operator)})
+        live = {m: len(ws) for m, ws in state.router.live_models(now).items()}
+        return Response(orjson.dumps({
+            "genesis_hash": state.genesis_hash, "current_epoch": state.router.chain.current_epoch,
+            "chain_error": state.chain_error, "live_workers_per_model": live, "workers": rows,
+            "test_mode": True,
+        }), media_type=JSON)
+
+
+def _rejection(rejected: store.KeyRejected) -> oe.OpenAIError:
+    if rejected.reason == "invalid":
+        return oe.invalid_api_key()
+    if rejected.reason == "budget":
+        return oe.budget_exhausted(rejected.retry_after)
+    what = "requests" if rejected.reason == "rpm" else "tokens"
+    return oe.rate_limited(what, rejected.limit, rejected.retry_after)
+
+
+def _usage_of(body: bytes) -> tuple[int | None, int | None]:
+    try:
+        usage = orjson.loads(body).get("usage") or {}
+    except (orjson.JSONDecodeError, AttributeError):
+        return None, None
+    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens", 0)
+    return (prompt if isinstance(prompt, int) else None,
+            completion if isinstance(completion, int) else None)

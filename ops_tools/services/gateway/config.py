@@ -1,0 +1,41 @@
+"""The gateway's configuration beyond the platform's common fields."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from ops_tools.services.gateway.pricing import Price
+
+
+class ModelPrice(BaseModel):
+    input_per_1k: int = Field(ge=0, description="plancks per 1,000 input tokens")
+    output_per_1k: int = Field(ge=0, description="plancks per 1,000 output tokens")
+
+    def price(self) -> Price:
+        return Price(self.input_per_1k, self.output_per_1k)
+
+
+class GatewayFields(BaseModel):
+    """Mixed into the service settings; every field has a working default for the local net."""
+
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
+    # Models a worker serves that have no entry in ``prices`` cost this.
+    default_price: ModelPrice = ModelPrice(input_per_1k=1_000_000, output_per_1k=2_000_000)
+    default_max_tokens: int = Field(256, ge=1)
+    max_tokens_cap: int = Field(8192, ge=1)
+    # The secret the workers expect as a bearer token: requests to a worker come only from here.
+    worker_secret_file: Path | None = None
+    # A file with the settlement account's secret URI or seed; no settlement without it.
+    settlement_seed_file: Path | None = None
+    settle_interval_s: float = Field(30.0, gt=0)
+    chain_poll_s: float = Field(2.0, gt=0)
+    registry_refresh_s: float = Field(1.0, gt=0)
+    health_interval_s: float = Field(5.0, gt=0)
+    failures_before_cooldown: int = Field(3, ge=1)
+    cooldown_s: float = Field(30.0, ge=0)
+    announce_max_skew_s: float = Field(120.0, gt=0)
+    upstream_connect_timeout_s: float = Field(3.0, gt=0)
+    upstream_timeout_s: float = Field(300.0, gt=0)
+    no_worker_retry_after_s: int = Field(5, ge=1)

@@ -1,0 +1,125 @@
+"""Which worker serves a request: eligibility and least-busy choice, pure logic over a clock.
+
+A worker is eligible while (a) its operator is registered on chain with at least MinStake, (b) the
+operator's latest signed gateway heartbeat is for the current epoch or the one before, (c) its
+last health check passed, and (d) it is not cooling down after repeated failures. The gateway's
+I/O (chain reads, heartbeats, health checks) only updates this state; every decision is here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Worker:
+    worker_id: str  # "<operator ss58>@<endpoint>"
+    operator: str
+    endpoint: str
+    models: tuple[str, ...]
+    capacity: int
+    inflight: int = 0
+    healthy: bool = False
+    consecutive_failures: int = 0
+    cooldown_until: float = 0.0
+
+
+@dataclass
+class ChainView:
+    """What the gateway last read from the chain."""
+
+    current_epoch: int | None = None
+    min_stake: int = 0
+    stakes: dict[str, int] = field(default_factory=dict)  # registered operators only
+
+
+@dataclass(frozen=True)
+class RouterPolicy:
+    failures_before_cooldown: int = 3
+    cooldown_s: float = 30.0
+
+
+class Router:
+    def __init__(self, policy: RouterPolicy | None = None) -> None:
+        self.policy = policy or RouterPolicy()
+        self.workers: dict[str, Worker] = {}
+        self.heartbeats: dict[str, int] = {}  # operator -> latest signed heartbeat epoch
+        self.chain = ChainView()
+
+    # --- state updates -------------------------------------------------------------------
+    def announce(self, worker: Worker) -> Worker:
+        known = self.workers.get(worker.worker_id)
+        if known is not None:
+            known.models, known.capacity = worker.models, worker.capacity
+            return known
+        self.workers[worker.worker_id] = worker
+        return worker
+
+    def heartbeat(self, operator: str, epoch: int) -> None:
+        if epoch > self.heartbeats.get(operator, -1):
+            self.heartbeats[operator] = epoch
+
+    def clear(self) -> None:
+        """A new network (reset): registrations and heartbeats of the old one mean nothing."""
+        self.workers.clear()
+        self.heartbeats.clear()
+        self.chain = ChainView()
+
+    def succeeded(self, worker: Worker) -> None:
+        worker.consecutive_failures = 0
+
+    def failed(self, worker: Worker, now: float) -> None:
+        worker.consecutive_failures += 1
+        if worker.consecutive_failures >= self.policy.failures_before_cooldown:
+            worker.cooldown_until = now + self.policy.cooldown_s
+            worker.consecutive_failures = 0
+
+    # --- decisions -----------------------------------------------------------------------
+    def why_not(self, worker: Worker, now: float) -> str | None:
+        """None when ``worker`` may take traffic, else the reason it may not."""
+        chain = self.chain
+        stake = chain.stakes.get(worker.operator)
+        if stake is None:
+            return "operator not registered on chain"
+        if stake < chain.min_stake:
+            return f"stake {stake} below MinStake {chain.min_stake}"
+        epoch = self.heartbeats.get(worker.operator)
+        if chain.current_epoch is None:
+            return "current epoch unknown"
+        if epoch is None or epoch < chain.current_epoch - 1:
+            return f"heartbeat stale (epoch {epoch}, current {chain.current_epoch})"
+        if not worker.healthy:
+            return "health check failing"
+        if now < worker.cooldown_until:
+            return f"cooling down for {worker.cooldown_until - now:.0f} s after failures"
+        return None
+
+    def eligible(self, now: float) -> list[Worker]:
+        return [w for w in self.workers.values() if self.why_not(w, now) is None]
+
+    def live_models(self, now: float) -> dict[str, list[Worker]]:
+        out: dict[str, list[Worker]] = {}
+        for worker in self.eligible(now):
+            for model in worker.models:
+                out.setdefault(model, []).append(worker)
+        return out
+
+    def pick(self, model: str, now: float, exclude: Iterable[str] = ()) -> Worker | None:
+        """The least busy eligible worker with a free slot for ``model`` (None: none)."""
+        skip = set(exclude)
+        best: Worker | None = None
+        best_load = 2.0
+        for worker in self.workers.values():
+            if model not in worker.models or worker.worker_id in skip:
+                continue
+            if worker.inflight >= worker.capacity or self.why_not(worker, now) is not None:
+                continue
+            load = worker.inflight / worker.capacity
+            if load < best_load:
+                best, best_load = worker, load
+        return best
+
+    def serves(self, model: str) -> bool:
+        """Whether any known worker (live or not) announced ``model``: 503 rather than 404."""
+        return any(model in w.models for w in self.workers.values())

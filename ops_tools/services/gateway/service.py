@@ -1,0 +1,175 @@
+"""The gateway at run time: its router fed from the database and the chain, its upstream client,
+its background loops (registry refresh, chain poll, health checks, settlement)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+from sqlalchemy import Engine
+
+from ops_tools.services.gateway import chain_io, store
+from ops_tools.services.gateway.config import GatewayFields
+from ops_tools.services.gateway.pricing import Price
+from ops_tools.services.gateway.router import Router, RouterPolicy, Worker
+
+log = logging.getLogger("net.gateway")
+
+
+class GatewayState:
+    def __init__(
+        self,
+        fields: GatewayFields,
+        engine: Engine,
+        *,
+        rpc_url: str,
+        genesis_hash: str,
+        worker_secret: str,
+        settlement_secret: str | None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.fields = fields
+        self.engine = engine
+        self.rpc_url = rpc_url
+        self.genesis_hash = genesis_hash.lower()
+        self.worker_secret = worker_secret
+        self.settlement = (
+            chain_io.settlement_keypair(settlement_secret) if settlement_secret else None
+        )
+        self.clock = clock
+        self.router = Router(RouterPolicy(fields.failures_before_cooldown, fields.cooldown_s))
+        self.prices = {name: p.price() for name, p in fields.prices.items()}
+        self.default_price = fields.default_price.price()
+        self.reader = chain_io.ChainReader(rpc_url)
+        self.chain_error: str | None = "not read yet"
+        self.client = httpx.AsyncClient(
+            timeout=httpx.Timeout(fields.upstream_timeout_s,
+                                  connect=fields.upstream_connect_timeout_s),
+            limits=httpx.Limits(max_connections=2000, max_keepalive_connections=500),
+            headers={"Authorization": f"Bearer {worker_secret}"},
+        )
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._background: set[asyncio.Task[Any]] = set()
+
+    def price(self, model: str) -> Price:
+        return self.prices.get(model, self.default_price)
+
+    # --- lifecycle -------------------------------------------------------------------------
+    async def start(self) -> None:
+        closed = await asyncio.to_thread(store.forget_other_networks, self.engine,
+                                         self.genesis_hash)
+        if any(closed.values()):
+            log.info("forgot the previous network's state: %s", closed)
+        await self.refresh_registry()
+        await self.poll_chain()
+        loops = [
+            (self.fields.registry_refresh_s, self.refresh_registry),
+            (self.fields.chain_poll_s, self.poll_chain),
+            (self.fields.health_interval_s, self.check_health),
+        ]
+        if self.settlement is not None:
+            loops.append((self.fields.settle_interval_s, self.settle))
+        self._tasks = [asyncio.create_task(self._every(s, f)) for s, f in loops]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+        await self.client.aclose()
+
+    def spawn(self, coro: Any) -> None:
+        """A fire-and-forget task that ``stop`` still waits for (receipts are never lost)."""
+        task = asyncio.create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _every(self, seconds: float, step: Callable[[], Any]) -> None:
+        while True:
+            await asyncio.sleep(seconds)
+            try:
+                await step()
+            except Exception:
+                log.exception("%s failed", getattr(step, "__name__", step))
+
+    # --- the loops -------------------------------------------------------------------------
+    async def refresh_registry(self) -> None:
+        rows, heartbeats = await asyncio.to_thread(
+            store.load_registry, self.engine, self.genesis_hash
+        )
+        seen = set()
+        fresh: list[Worker] = []
+        for row in rows:
+            known = self.router.workers.get(row["worker_id"])
+            worker = self.router.announce(Worker(
+                worker_id=row["worker_id"], operator=row["operator"], endpoint=row["endpoint"],
+                models=tuple(row["models"]), capacity=int(row["capacity"]),
+            ))
+            if known is None:
+                fresh.append(worker)
+            seen.add(row["worker_id"])
+        for worker_id in list(self.router.workers):
+            if worker_id not in seen:
+                del self.router.workers[worker_id]
+        for operator, epoch in heartbeats.items():
+            self.router.heartbeat(operator, epoch)
+        if fresh:
+            await asyncio.gather(*(self._check(w) for w in fresh))
+
+    async def poll_chain(self) -> None:
+        operators = [w.operator for w in self.router.workers.values()]
+        try:
+            view = await asyncio.to_thread(self.reader.read, operators)
+        except Exception as exc:
+            # Without a fresh view nobody is known to be registered: route nowhere.
+            self.chain_error = f"{type(exc).__name__}: {exc}"[:300]
+            self.router.chain.current_epoch = None
+            return
+        self.chain_error = None
+        self.router.chain = view
+
+    async def _check(self, worker: Worker) -> None:
+        try:
+            response = await self.client.get(worker.endpoint + "/health", timeout=3.0)
+            worker.healthy = response.status_code == 200
+        except httpx.HTTPError:
+            worker.healthy = False
+
+    async def check_health(self) -> None:
+        await asyncio.gather(*(self._check(w) for w in list(self.router.workers.values())))
+
+    async def settle(self) -> list[dict[str, Any]]:
+        """Pay each operator what its receipts earned: one signed transfer per operator."""
+        if self.settlement is None:
+            return []
+        claims = await asyncio.to_thread(
+            store.claim_for_settlement, self.engine, self.genesis_hash
+        )
+        done = []
+        for sid, operator, amount, count in claims:
+            try:
+                tx = await asyncio.to_thread(
+                    chain_io.transfer, self.rpc_url, self.settlement, operator, amount
+                )
+            except Exception as exc:
+                await asyncio.to_thread(
+                    store.finish_settlement, self.engine, sid, extrinsic_hash=None,
+                    block_hash=None, block_number=None, error=f"{type(exc).__name__}: {exc}",
+                )
+                log.warning("settlement of %s to %s failed: %s", amount, operator, exc)
+                continue
+            await asyncio.to_thread(
+                store.finish_settlement, self.engine, sid, extrinsic_hash=tx.extrinsic_hash,
+                block_hash=tx.block_hash, block_number=tx.block_number, error=None,
+            )
+            done.append({"operator": operator, "amount": amount, "receipts": count,
+                         "extrinsic_hash": tx.extrinsic_hash, "block_number": tx.block_number})
+        return done

@@ -1,0 +1,66 @@
+"""Server-sent events of the OpenAI streaming API: splitting, usage extraction, error events."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+DONE = b"data: [DONE]"
+
+
+@dataclass
+class StreamTally:
+    """What a relayed stream showed: its usage (from the usage-only chunk) and its end."""
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    done: bool = False
+    chunks: int = 0
+
+
+def classify(event: bytes, tally: StreamTally) -> bool:
+    """Inspect one event (``data: ...`` line); True when it is the usage-only chunk.
+
+    Only events that carry a non-null usage object are parsed, so the common delta chunk costs a
+    substring search, not a JSON decode.
+    """
+    if event == DONE:
+        tally.done = True
+        return False
+    tally.chunks += 1
+    if b'"usage":{' not in event and b'"usage": {' not in event:
+        return False
+    try:
+        doc = orjson.loads(event[5:])
+    except orjson.JSONDecodeError:
+        return False
+    usage = doc.get("usage") if isinstance(doc, dict) else None
+    if isinstance(usage, dict):
+        tally.prompt_tokens = _int(usage.get("prompt_tokens"))
+        tally.completion_tokens = _int(usage.get("completion_tokens"))
+    return isinstance(doc, dict) and doc.get("choices") == []
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def error_event(message: str, code: str = "upstream_error") -> bytes:
+    body = {"error": {"message": message, "type": "server_error", "param": None, "code": code}}
+    return b"data: " + orjson.dumps(body) + b"\n\n"
+
+
+class EventSplitter:
+    """Feeds raw bytes, yields complete ``data:`` lines (SSE events are one data line here)."""
+
+    def __init__(self) -> None:
+        self._buffer = b""
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        self._buffer += chunk
+        if b"\n" not in chunk:
+            return []
+        *lines, self._buffer = self._buffer.split(b"\n")
+        return [line.rstrip(b"\r") for line in lines if line.startswith(b"data:")]

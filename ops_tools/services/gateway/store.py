@@ -1,0 +1,350 @@
+"""Keys, budget reservations, rate windows, receipts, workers and heartbeats in the database.
+
+Everything that two gateway instances must agree on lives here; each function is one short
+transaction. The budget reservation is a single conditional UPDATE, so concurrent requests of
+one key (on one instance or several) cannot reserve past the budget: PostgreSQL re-checks the
+WHERE clause on the row version it locks, SQLite serialises writers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from sqlalchemy import Engine, delete, func, insert, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from ops_tools.services.gateway.schema import (
+    api_keys,
+    heartbeats,
+    rate_windows,
+    receipts,
+    settlements,
+    workers,
+)
+
+KEY_PREFIX = "sk-net-test-"
+
+
+def hash_key(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def new_key() -> str:
+    return KEY_PREFIX + secrets.token_urlsafe(32)
+
+
+@dataclass(frozen=True)
+class Reservation:
+    key_id: int
+    account: str
+    amount: int
+    rpm: int | None
+    tpm: int | None
+    window: int
+
+
+class KeyRejected(Exception):
+    """reason: ``invalid`` | ``budget`` | ``rpm`` | ``tpm``; limit and retry_after for 429s."""
+
+    def __init__(self, reason: str, limit: int = 0, retry_after: int = 0) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.limit = limit
+        self.retry_after = retry_after
+
+
+def _upsert(engine: Engine, table: Any) -> Any:
+    return (postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert)(table)
+
+
+# --- keys ------------------------------------------------------------------------------------
+def create_key(
+    engine: Engine, account: str, *, budget: int | None, rpm: int | None, tpm: int | None,
+    label: str | None = None, key: str | None = None,
+) -> tuple[str, int]:
+    key = key or new_key()
+    with engine.begin() as conn:
+        key_id = conn.execute(
+            insert(api_keys).values(
+                key_hash=hash_key(key), key_prefix=key[: len(KEY_PREFIX) + 4], account=account,
+                budget=budget, spent=0, reserved=0, rpm=rpm, tpm=tpm, label=label,
+                created_at=time.time(),
+            ).returning(api_keys.c.id)
+        ).scalar_one()
+    return key, key_id
+
+
+def key_exists(engine: Engine, key: str) -> bool:
+    with engine.connect() as conn:
+        return conn.execute(
+            select(api_keys.c.id).where(api_keys.c.key_hash == hash_key(key),
+                                        api_keys.c.revoked_at.is_(None))
+        ).first() is not None
+
+
+def list_keys(engine: Engine) -> list[dict[str, Any]]:
+    with engine.connect() as conn:
+        rows = conn.execute(select(api_keys).order_by(api_keys.c.id)).mappings().all()
+    return [
+        {k: row[k] for k in ("id", "key_prefix", "account", "budget", "spent", "reserved", "rpm",
+                             "tpm", "label", "created_at", "revoked_at")}
+        for row in rows
+    ]
+
+
+def revoke_key(engine: Engine, key_id: int) -> bool:
+    with engine.begin() as conn:
+        result = conn.execute(
+            update(api_keys).where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None))
+            .values(revoked_at=time.time())
+        )
+    return result.rowcount == 1
+
+
+# --- the hot path ----------------------------------------------------------------------------
+def reserve(engine: Engine, key: str, amount: int, now: float) -> Reservation:
+    """Reserve ``amount`` plancks of the key's budget and count the request in its window."""
+    window = int(now // 60)
+    with engine.begin() as conn:
+        row = conn.execute(
+            update(api_keys)
+            .where(
+                api_keys.c.key_hash == hash_key(key),
+                api_keys.c.revoked_at.is_(None),
+                or_(api_keys.c.budget.is_(None),
+                    api_keys.c.spent + api_keys.c.reserved + amount <= api_keys.c.budget),
+            )
+            .values(reserved=api_keys.c.reserved + amount)
+            .returning(api_keys.c.id, api_keys.c.account, api_keys.c.rpm, api_keys.c.tpm)
+        ).first()
+        if row is None:
+            known = conn.execute(
+                select(api_keys.c.id).where(api_keys.c.key_hash == hash_key(key),
+                                            api_keys.c.revoked_at.is_(None))
+            ).first()
+            raise KeyRejected("budget" if known else "invalid", retry_after=3600)
+        key_id, account, rpm, tpm = row
+        if rpm is not None or tpm is not None:
+            stmt = _upsert(engine, rate_windows).values(
+                key_id=key_id, window=window, requests=1, tokens=0
+            )
+            stmt = stmt.on_conflict_do_update(
+                index_elements=["key_id", "window"],
+                set_={"requests": rate_windows.c.requests + 1},
+            ).returning(rate_windows.c.requests, rate_windows.c.tokens)
+            requests, tokens = conn.execute(stmt).one()
+            retry = max(1, int(60 - now % 60) + 1)
+            if rpm is not None and requests > rpm:
+                conn.rollback()
+                raise KeyRejected("rpm", rpm, retry)
+            if tpm is not None and tokens >= tpm:
+                conn.rollback()
+                raise KeyRejected("tpm", tpm, retry)
+    return Reservation(key_id, account, amount, rpm, tpm, window)
+
+
+def settle_request(engine: Engine, reservation: Reservation, receipt: dict[str, Any]) -> None:
+    """Release the reservation, charge the actual cost and write the receipt, atomically."""
+    with engine.begin() as conn:
+        conn.execute(
+            update(api_keys).where(api_keys.c.id == reservation.key_id).values(
+                reserved=api_keys.c.reserved - reservation.amount,
+                spent=api_keys.c.spent + receipt["cost"],
+            )
+        )
+        conn.execute(insert(receipts).values(**receipt))
+        if reservation.tpm is not None:
+            used = receipt["input_tokens"] + receipt["output_tokens"]
+            conn.execute(
+                update(rate_windows)
+                .where(rate_windows.c.key_id == reservation.key_id,
+                       rate_windows.c.window == reservation.window)
+                .values(tokens=rate_windows.c.tokens + used)
+            )
+
+
+def usage(engine: Engine, key: str, limit: int = 100) -> dict[str, Any] | None:
+    with engine.connect() as conn:
+        row = conn.execute(
+            select(api_keys).where(api_keys.c.key_hash == hash_key(key),
+                                   api_keys.c.revoked_at.is_(None))
+        ).mappings().first()
+        if row is None:
+            return None
+        rows = conn.execute(
+            select(receipts).where(receipts.c.key_id == row["id"])
+            .order_by(receipts.c.created_at.desc()).limit(limit)
+        ).mappings().all()
+    return {
+        "object": "usage",
+        "account": row["account"],
+        "budget": row["budget"],
+        "spent": row["spent"],
+        "reserved": row["reserved"],
+        "rpm": row["rpm"],
+        "tpm": row["tpm"],
+        "receipts": [receipt_json(r) for r in rows],
+    }
+
+
+def receipt_json(row: Any) -> dict[str, Any]:
+    return {
+        "id": row["id"], "payer": row["payer"], "operator": row["operator"],
+        "model": row["model"], "kind": row["kind"], "input_tokens": row["input_tokens"],
+        "output_tokens": row["output_tokens"], "cost": row["cost"], "status": row["status"],
+        "error": row["error"], "genesis_hash": row["genesis_hash"],
+        "created_at": row["created_at"], "settle_status": row["settle_status"],
+        "settled_extrinsic": row["settled_extrinsic"], "settled_block": row["settled_block"],
+    }
+
+
+def get_receipt(engine: Engine, request_id: str) -> dict[str, Any] | None:
+    with engine.connect() as conn:
+        row = conn.execute(select(receipts).where(receipts.c.id == request_id)).mappings().first()
+    return receipt_json(row) if row else None
+
+
+# --- workers and heartbeats ------------------------------------------------------------------
+def save_worker(engine: Engine, payload: dict[str, Any], now: float) -> str:
+    worker_id = f"{payload['operator']}@{payload['endpoint']}"
+    values = {
+        "operator": payload["operator"], "endpoint": payload["endpoint"],
+        "models": orjson.dumps(payload["models"]).decode(), "capacity": payload["capacity"],
+        "genesis_hash": payload["genesis_hash"], "announced_at": now,
+    }
+    stmt = _upsert(engine, workers).values(worker_id=worker_id, **values)
+    with engine.begin() as conn:
+        conn.execute(stmt.on_conflict_do_update(index_elements=["worker_id"], set_=values))
+    return worker_id
+
+
+def save_heartbeat(engine: Engine, payload: dict[str, Any], now: float) -> int:
+    """Keep the highest epoch per operator; returns the epoch now on record."""
+    values = {"epoch": payload["epoch"], "timestamp": payload["timestamp"], "received_at": now}
+    stmt = _upsert(engine, heartbeats).values(
+        operator=payload["operator"], genesis_hash=payload["genesis_hash"], **values
+    )
+    stmt = stmt.on_conflict_do_update(
+        index_elements=["operator", "genesis_hash"], set_=values,
+        where=heartbeats.c.epoch <= payload["epoch"],
+    )
+    with engine.begin() as conn:
+        conn.execute(stmt)
+        return int(conn.execute(
+            select(heartbeats.c.epoch).where(heartbeats.c.operator == payload["operator"],
+                                             heartbeats.c.genesis_hash == payload["genesis_hash"])
+        ).scalar_one())
+
+
+def load_registry(
+    engine: Engine, genesis_hash: str
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    with engine.connect() as conn:
+        ws = conn.execute(
+            select(workers).where(workers.c.genesis_hash == genesis_hash)
+        ).mappings().all()
+        hbs = conn.execute(
+            select(heartbeats.c.operator, heartbeats.c.epoch)
+            .where(heartbeats.c.genesis_hash == genesis_hash)
+        ).all()
+    out = [{**w, "models": orjson.loads(w["models"])} for w in ws]
+    return out, {op: int(epoch) for op, epoch in hbs}
+
+
+def forget_other_networks(engine: Engine, genesis_hash: str) -> dict[str, int]:
+    """A reset: drop workers and heartbeats of other networks; close their unsettled receipts.
+
+    The old chain is gone, so its receipts can no longer be settled; they stay, marked with their
+    genesis hash and ``closed``.
+    """
+    with engine.begin() as conn:
+        w = conn.execute(delete(workers).where(workers.c.genesis_hash != genesis_hash)).rowcount
+        h = conn.execute(
+            delete(heartbeats).where(heartbeats.c.genesis_hash != genesis_hash)
+        ).rowcount
+        r = conn.execute(
+            update(receipts)
+            .where(receipts.c.genesis_hash != genesis_hash,
+                   receipts.c.settle_status.in_(("pending", "claimed")))
+            .values(settle_status="closed")
+        ).rowcount
+    return {"workers": w, "heartbeats": h, "receipts_closed": r}
+
+
+# --- settlement ------------------------------------------------------------------------------
+def claim_for_settlement(engine: Engine, genesis_hash: str) -> list[tuple[int, str, int, int]]:
+    """Claim every pending paid receipt, one settlement row per operator.
+
+    Returns (settlement id, operator, amount, receipt count). Claiming is one UPDATE per
+    operator guarded by ``settle_status = 'pending'``, so two instances never claim the same
+    receipt.
+    """
+    out = []
+    with engine.begin() as conn:
+        operators = conn.execute(
+            select(receipts.c.operator).where(
+                receipts.c.settle_status == "pending", receipts.c.genesis_hash == genesis_hash,
+                receipts.c.cost > 0, receipts.c.operator.is_not(None),
+            ).distinct()
+        ).scalars().all()
+    for operator in operators:
+        with engine.begin() as conn:
+            sid = conn.execute(
+                insert(settlements).values(
+                    operator=operator, amount=0, receipts=0, genesis_hash=genesis_hash,
+                    status="submitting", created_at=time.time(),
+                ).returning(settlements.c.id)
+            ).scalar_one()
+            conn.execute(
+                update(receipts).where(
+                    receipts.c.settle_status == "pending", receipts.c.operator == operator,
+                    receipts.c.genesis_hash == genesis_hash, receipts.c.cost > 0,
+                ).values(settle_status="claimed", settlement_id=sid)
+            )
+            amount, count = conn.execute(
+                select(func.coalesce(func.sum(receipts.c.cost), 0), func.count())
+                .where(receipts.c.settlement_id == sid)
+            ).one()
+            if count == 0:  # another instance claimed them first
+                conn.execute(delete(settlements).where(settlements.c.id == sid))
+                continue
+            conn.execute(
+                update(settlements).where(settlements.c.id == sid)
+                .values(amount=int(amount), receipts=int(count))
+            )
+        out.append((sid, operator, int(amount), int(count)))
+    return out
+
+
+def finish_settlement(
+    engine: Engine, sid: int, *, extrinsic_hash: str | None, block_hash: str | None,
+    block_number: int | None, error: str | None,
+) -> None:
+    with engine.begin() as conn:
+        if error is None:
+            conn.execute(update(settlements).where(settlements.c.id == sid).values(
+                status="settled", extrinsic_hash=extrinsic_hash, block_hash=block_hash,
+                block_number=block_number))
+            conn.execute(update(receipts).where(receipts.c.settlement_id == sid).values(
+                settle_status="settled", settled_extrinsic=extrinsic_hash,
+                settled_block=block_number))
+        else:  # back to pending: the next run pays them
+            conn.execute(update(settlements).where(settlements.c.id == sid).values(
+                status="failed", error=error[:2000]))
+            conn.execute(update(receipts).where(receipts.c.settlement_id == sid).values(
+                settle_status="pending", settlement_id=None))
+
+
+def settlement_rows(engine: Engine, limit: int = 100) -> list[dict[str, Any]]:
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(settlements).order_by(settlements.c.id.desc()).limit(limit)
+        ).mappings().all()
+    return [dict(r) for r in rows]
+
+

@@ -1,0 +1,130 @@
+"""Console scripts: ``net-worker`` and ``net-test-engine`` (the TEST ENGINE as its own server)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from substrateinterface import Keypair
+
+from ops_tools.errors import InputError, OpsError
+from ops_tools.services.worker import server, settings
+from ops_tools.services.worker.engines import HttpEngine, TestEngine
+from ops_tools.services.worker.liveness import Liveness
+from ops_tools.wallet.keystore import Keystore, default_keystore_dir
+from ops_tools.wallet.passphrase import read_passphrase_file
+
+
+def read_secret(path: Path, field: str) -> str:
+    """A secret file must be private (0600/0400); the secret never appears in an error."""
+    try:
+        mode = path.stat().st_mode
+        text = path.read_text().strip()
+    except OSError as exc:
+        raise InputError(f"{field}: cannot read {path} ({exc.strerror}); create it") from exc
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise InputError(f"{field}: {path} is readable by group or others; chmod 600 it")
+    if not text:
+        raise InputError(f"{field}: {path} is empty; put the secret in it")
+    return text
+
+
+def load_keypair(s: settings.WorkerSettings) -> Keypair:
+    if s.dev_suri_file is not None:
+        return Keypair.create_from_uri(read_secret(s.dev_suri_file, "dev_suri_file"),
+                                       ss58_format=42)
+    assert s.passphrase_file is not None
+    keystore = Keystore(s.keystore_dir or default_keystore_dir())
+    return keystore.unlock_hotkey(s.account, read_passphrase_file(s.passphrase_file))
+
+
+def _serve(app: Any, host: str, port: int, log_level: str) -> None:
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
+                            loop="uvloop", http="httptools", timeout_graceful_shutdown=10)
+    uvicorn.Server(config).run()
+
+
+def worker_main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="net-worker",
+        description="An operator's inference worker: announces itself to the gateway, heartbeats"
+        " (gateway and chain) and forwards the gateway's requests to the engine.",
+    )
+    parser.add_argument("--config", type=Path, help="YAML settings file")
+    parser.add_argument("--engine-url", help="OpenAI-compatible engine base URL, or 'test' for"
+                        " the built-in TEST ENGINE")
+    parser.add_argument("--gateway-url")
+    parser.add_argument("--rpc-url")
+    parser.add_argument("--listen-port", type=int)
+    parser.add_argument("--account")
+    parser.add_argument("--passphrase-file", type=Path)
+    parser.add_argument("--gateway-secret-file", type=Path)
+    parser.add_argument("--log-level", default="info")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
+    try:
+        s = settings.load(args.config, {
+            "engine_url": args.engine_url, "gateway_url": args.gateway_url,
+            "rpc_url": args.rpc_url or os.environ.get("NET_RPC_URL"),
+            "listen_port": args.listen_port, "account": args.account,
+            "passphrase_file": args.passphrase_file,
+            "gateway_secret_file": args.gateway_secret_file,
+        })
+        secret = read_secret(s.gateway_secret_file, "gateway_secret_file")
+        keypair = load_keypair(s)
+    except OpsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    engine: TestEngine | HttpEngine = (
+        TestEngine(s.models, s.test_engine_token_delay_ms) if s.engine_url == settings.TEST_ENGINE
+        else HttpEngine(s.engine_url)
+    )
+    holder: dict[str, Liveness] = {}
+
+    async def on_start() -> None:
+        models = s.models or await engine.models()
+        liveness = Liveness(s, keypair, models)
+        holder["liveness"] = liveness
+        liveness.start()
+
+    async def on_stop() -> None:
+        if "liveness" in holder:
+            await asyncio.to_thread(holder["liveness"].stop)
+
+    def status() -> dict[str, Any]:
+        live = holder.get("liveness")
+        if live is None:
+            return {}
+        st = live.state
+        return {"operator": keypair.ss58_address, "epoch": st.epoch,
+                "registered": st.registered, "chain_heartbeat_epoch": st.chain_heartbeat_epoch,
+                "gateway_heartbeat_epoch": st.gateway_heartbeat_epoch, "errors": st.errors}
+
+    app = server.build_app(engine, secret, on_start=on_start, on_stop=on_stop, status=status)
+    _serve(app, s.listen_host, s.listen_port, args.log_level)
+
+
+def test_engine_main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="net-test-engine",
+        description="The TEST ENGINE as an OpenAI-compatible server (no GPU, no weights:"
+        " deterministic text, honest token counts). For tests and benchmarks only.",
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8200)
+    parser.add_argument("--model", action="append", default=[])
+    parser.add_argument("--token-delay-ms", type=int, default=0)
+    args = parser.parse_args(argv)
+    if not args.host.startswith("127."):
+        print(f"error: --host: {args.host!r}: the test engine listens on loopback only",
+              file=sys.stderr)
+        raise SystemExit(2)
+    app = server.build_app(TestEngine(args.model, args.token_delay_ms), None)
+    _serve(app, args.host, args.port, "warning")

@@ -1,0 +1,141 @@
+"""The worker's liveness duties, each tick: register when asked to, announce itself to the
+gateway, send the signed gateway heartbeat for the current epoch, and submit the on-chain
+heartbeat (stepping one epoch at a time, as the runtime's epoch rule allows at most one epoch
+of advance per heartbeat)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from substrateinterface import Keypair, SubstrateInterface
+
+from ops_tools.chain.rpc import http_url
+from ops_tools.services.gateway.announce import sign_announce
+from ops_tools.services.worker.settings import WorkerSettings
+from ops_tools.wallet import operator
+from ops_tools.wallet.heartbeat_payload import sign_heartbeat
+
+log = logging.getLogger("net.worker")
+
+
+@dataclass
+class LivenessState:
+    genesis_hash: str | None = None
+    epoch: int | None = None
+    last_announce: float = 0.0
+    gateway_heartbeat_epoch: int | None = None
+    gateway_heartbeat_at: float = 0.0
+    chain_heartbeat_epoch: int | None = None
+    registered: bool = False
+    errors: list[str] = field(default_factory=list)
+
+
+class Liveness:
+    def __init__(self, settings: WorkerSettings, keypair: Keypair, models: list[str]) -> None:
+        self.settings = settings
+        self.keypair = keypair
+        self.models = models
+        self.state = LivenessState()
+        self.http = httpx.Client(timeout=10.0)
+        self._reader: SubstrateInterface | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # --- chain -----------------------------------------------------------------------------
+    def _read(self) -> SubstrateInterface:
+        if self._reader is None:
+            self._reader = SubstrateInterface(url=http_url(self.settings.rpc_url), ss58_format=42)
+        return self._reader
+
+    def _writer(self) -> SubstrateInterface:
+        return SubstrateInterface(url=self.settings.rpc_url, ss58_format=42)
+
+    def _submit(self, action: str, call: Any) -> None:
+        substrate = self._writer()
+        try:
+            sub = call(substrate)
+        finally:
+            substrate.close()
+        if not sub.success:
+            raise RuntimeError(f"{action} failed: {sub.error_pallet}.{sub.error_name}")
+        log.info("%s in block %s (%s)", action, sub.block_number, sub.extrinsic_hash)
+
+    # --- one tick --------------------------------------------------------------------------
+    def tick(self) -> None:
+        s, st = self.settings, self.state
+        address = self.keypair.ss58_address
+        reader = self._read()
+        try:
+            genesis = operator.genesis_hash(reader)
+            epoch = operator.current_epoch(reader)
+            record = operator.operator_record(reader, address)
+        except Exception:
+            self._reader = None
+            raise
+        if genesis != st.genesis_hash:  # a new network (or first tick): everything again
+            self.state = st = LivenessState(genesis_hash=genesis)
+        st.epoch = epoch
+        if not record and s.register_stake is not None:
+            self._submit("OperatorStake.register", lambda sub: operator.register(
+                sub, self.keypair, s.register_stake, "0x" + "00" * 32, s.account))
+            record = operator.operator_record(reader, address)
+        st.registered = bool(record)
+        now = time.monotonic()
+        if now - st.last_announce >= s.announce_interval_s:
+            self._announce(genesis)
+            st.last_announce = now
+        if record:
+            last = int(record["last_heartbeat_epoch"])
+            while last < epoch:  # the runtime allows at most one epoch of advance per heartbeat
+                target = last + 1
+                self._submit(f"OperatorStake.heartbeat({target})", lambda sub, t=target:
+                             operator.heartbeat(sub, self.keypair, t, s.account))
+                last = target
+            st.chain_heartbeat_epoch = last
+        if st.gateway_heartbeat_epoch != epoch or now - st.gateway_heartbeat_at >= \
+                s.announce_interval_s:
+            payload = sign_heartbeat(self.keypair, epoch=epoch, timestamp=int(time.time()),
+                                     genesis_hash=genesis)
+            self._post("/v1/workers/heartbeat", payload)
+            st.gateway_heartbeat_epoch, st.gateway_heartbeat_at = epoch, now
+
+    def _announce(self, genesis: str) -> None:
+        payload = sign_announce(
+            self.keypair, endpoint=self.settings.endpoint(), models=self.models,
+            capacity=self.settings.capacity, timestamp=int(time.time()), genesis_hash=genesis,
+        )
+        self._post("/v1/workers/announce", payload)
+
+    def _post(self, path: str, payload: dict[str, Any]) -> None:
+        response = self.http.post(self.settings.gateway_url + path, json=payload)
+        if response.status_code != 200:
+            raise RuntimeError(f"gateway {path}: {response.status_code} {response.text[:300]}")
+
+    # --- the thread ------------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="liveness", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        self.http.close()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.tick()
+                self.state.errors = []
+            except Exception as exc:
+                message = f"{type(exc).__name__}: {exc}"[:300]
+                if message not in self.state.errors:
+                    log.warning("liveness: %s", message)
+                self.state.errors = [message]
+                self.state.last_announce = 0.0  # re-announce once the gateway answers again
+            self._stop.wait(self.settings.tick_s)

@@ -1,0 +1,92 @@
+"""The worker's HTTP side: the gateway's requests (bearer secret) forwarded to the engine."""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import orjson
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from ops_tools.services.worker.engines import HttpEngine, TestEngine
+
+JSON = "application/json"
+
+
+def _error(status: int, message: str, code: str) -> Response:
+    body = {"error": {"message": message, "type": "invalid_request_error", "param": None,
+                      "code": code}}
+    return Response(orjson.dumps(body), status, media_type=JSON)
+
+
+def build_app(
+    engine: TestEngine | HttpEngine,
+    secret: str | None,
+    *,
+    on_start: Callable[[], Awaitable[Any]] | None = None,
+    on_stop: Callable[[], Awaitable[Any]] | None = None,
+    status: Callable[[], dict[str, Any]] | None = None,
+) -> Starlette:
+    """``secret`` None: no authentication (the test engine served as a stand-alone engine)."""
+    expected = f"Bearer {secret}".encode() if secret is not None else None
+
+    async def inference(request: Request) -> Response:
+        if expected is not None:
+            given = request.headers.get("authorization", "").encode()
+            if not hmac.compare_digest(given, expected):
+                return _error(401, "requests to this worker come only from the gateway",
+                              "invalid_api_key")
+        raw = await request.body()
+        try:
+            answer = await engine.answer(request.url.path, raw)
+        except orjson.JSONDecodeError:
+            return _error(400, "the body must be JSON", "invalid_json")
+        if answer.stream is None:
+            return Response(answer.body, answer.status, media_type=JSON)
+
+        async def relay() -> AsyncIterator[bytes]:
+            try:
+                async for chunk in answer.stream:
+                    yield chunk
+            finally:
+                if answer.close is not None:
+                    await answer.close()
+
+        return StreamingResponse(relay(), answer.status, media_type="text/event-stream")
+
+    async def models(request: Request) -> Response:
+        names = await engine.models()
+        data = [{"id": m, "object": "model", "created": 0, "owned_by": engine.name}
+                for m in names]
+        return Response(orjson.dumps({"object": "list", "data": data}), media_type=JSON)
+
+    async def health(request: Request) -> Response:
+        body = {"status": "ok", "engine": engine.name, **(status() if status else {})}
+        return Response(orjson.dumps(body), media_type=JSON)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[None]:
+        if on_start is not None:
+            await on_start()
+        try:
+            yield
+        finally:
+            if on_stop is not None:
+                await on_stop()
+            await engine.aclose()
+
+    return Starlette(
+        routes=[
+            Route("/v1/chat/completions", inference, methods=["POST"]),
+            Route("/v1/completions", inference, methods=["POST"]),
+            Route("/v1/embeddings", inference, methods=["POST"]),
+            Route("/v1/models", models, methods=["GET"]),
+            Route("/health", health, methods=["GET"]),
+        ],
+        lifespan=lifespan,
+    )

@@ -1,0 +1,81 @@
+"""``net-worker`` configuration: a YAML file, with command-line flags over it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+
+from ops_tools.errors import InputError
+
+TEST_ENGINE = "test"
+
+
+class WorkerSettings(BaseModel):
+    listen_host: str = "127.0.0.1"
+    listen_port: int = Field(8101, ge=1, le=65535)
+    # The URL the gateway calls this worker at (default: http://listen_host:listen_port).
+    public_url: str | None = None
+    gateway_url: str = "http://127.0.0.1:8005"
+    # "test" runs the built-in TEST ENGINE; otherwise the base URL of an OpenAI-compatible engine
+    # (vLLM, SGLang, TensorRT-LLM, llama.cpp server), e.g. http://127.0.0.1:8000
+    engine_url: str = TEST_ENGINE
+    # Models announced; empty: those the engine lists at /v1/models.
+    models: list[str] = Field(default_factory=list)
+    capacity: int = Field(16, ge=1, le=100_000)
+    rpc_url: str = "ws://127.0.0.1:9944"
+    keystore_dir: Path | None = None  # default: wallet-cli's
+    account: str = "operator"
+    passphrase_file: Path | None = None
+    # Development accounts only (inventories/local): a file holding a secret URI such as
+    # //Operator1, instead of a keystore account.
+    dev_suri_file: Path | None = None
+    gateway_secret_file: Path  # the bearer secret the gateway sends (requests only from it)
+    # When set and the operator is not registered: OperatorStake::register with this stake.
+    register_stake: int | None = Field(None, ge=1)
+    tick_s: float = Field(2.0, gt=0)
+    announce_interval_s: float = Field(15.0, gt=0)
+    # Test engine only: delay between streamed tokens (tests kill a worker mid-stream).
+    test_engine_token_delay_ms: int = Field(0, ge=0)
+
+    @field_validator("engine_url", "gateway_url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if value != TEST_ENGINE and not value.startswith(("http://", "https://")):
+            raise ValueError(f"{value!r} is not an http(s) URL")
+        return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _key_source(self) -> WorkerSettings:
+        if (self.passphrase_file is None) == (self.dev_suri_file is None):
+            raise ValueError(
+                "give passphrase_file (with account, a wallet-cli keystore account) or"
+                " dev_suri_file (development accounts), exactly one of them"
+            )
+        return self
+
+    def endpoint(self) -> str:
+        return (self.public_url or f"http://{self.listen_host}:{self.listen_port}").rstrip("/")
+
+
+def load(path: Path | None, overrides: dict[str, Any]) -> WorkerSettings:
+    data: dict[str, Any] = {}
+    if path is not None:
+        try:
+            loaded = yaml.safe_load(path.read_text())
+        except (OSError, yaml.YAMLError) as exc:
+            raise InputError(f"--config: cannot read {path} ({exc}); pass a YAML file") from exc
+        if not isinstance(loaded, dict):
+            raise InputError(f"--config: {path} is not a YAML mapping of settings")
+        data.update(loaded)
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return WorkerSettings(**data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"])
+        value = first.get("input")
+        shown = "<missing>" if first["type"] == "missing" else repr(value)
+        raise InputError(f"{field}: {shown}: {first['msg']}") from None
