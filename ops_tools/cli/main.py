@@ -49,6 +49,12 @@ def _add_status(app: typer.Typer) -> None:
     app.command("status")(status.status)
 
 
+def _add_gateway(app: typer.Typer) -> None:
+    from ops_tools.cli import gateway
+
+    app.add_typer(gateway.app, name="gateway")
+
+
 # In the order the help lists them.
 COMMANDS: dict[str, Callable[[typer.Typer], None]] = {
     "chainspec": _add_chainspec,
@@ -56,6 +62,7 @@ COMMANDS: dict[str, Callable[[typer.Typer], None]] = {
     "localnet": _add_localnet,
     "reset-cycle": _add_reset_cycle,
     "status": _add_status,
+    "gateway": _add_gateway,
 }
 
 

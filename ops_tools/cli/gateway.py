@@ -1,0 +1,124 @@
+"""``ops-tools gateway keys create|list|revoke``: the gateway's API keys.
+
+The keys live in the gateway's database (the one its configuration names); a key is shown once,
+at creation, and stored only as its SHA-256.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from ops_tools.cli.output import console, print_json
+from ops_tools.errors import InputError
+
+app = typer.Typer(help="The inference gateway (test mode).", no_args_is_help=True)
+keys_app = typer.Typer(help="API keys: each bound to an ss58 account that pays.",
+                       no_args_is_help=True)
+app.add_typer(keys_app, name="keys")
+
+InventoryOpt = typer.Option(None, "--inventory", "-i",
+                            help="Inventory whose gateway to manage (default: the local network).")
+ConfigOpt = typer.Option(None, "--config", help="A gateway's YAML configuration file instead.")
+JsonOpt = typer.Option(False, "--json", help="Machine output.")
+_I64 = 2**63 - 1
+
+
+def _engine(inventory: Path | None, config: Path | None):  # noqa: ANN202
+    from ops_tools.services.gateway import db
+    from ops_tools.services.gateway.locate import database_url
+
+    engine = db.make_engine(database_url(inventory, config))
+    db.create_tables(engine)
+    return engine
+
+
+def _account(value: str) -> str:
+    from substrateinterface.utils.ss58 import ss58_decode
+
+    try:
+        ss58_decode(value, valid_ss58_format=42)
+    except Exception:
+        raise InputError(
+            f"--account: {value!r} is not an ss58 address with prefix 42; give the paying"
+            " account's address (wallet-cli address NAME)"
+        ) from None
+    return value
+
+
+def _limit(name: str, value: int | None, top: int) -> int | None:
+    if value is not None and not 1 <= value <= top:
+        raise InputError(f"{name}: {value} is out of range; give an integer from 1 to {top}")
+    return value
+
+
+@keys_app.command("create")
+def create(
+    account: str = typer.Option(..., "--account", help="ss58 address that pays."),
+    budget: int | None = typer.Option(None, "--budget", help="Budget in plancks (none: no cap)."),
+    rpm: int | None = typer.Option(None, "--rpm", help="Requests per minute."),
+    tpm: int | None = typer.Option(None, "--tpm", help="Tokens per minute."),
+    label: str | None = typer.Option(None, "--label", help="A note shown by `keys list`."),
+    inventory: Path | None = InventoryOpt,
+    config: Path | None = ConfigOpt,
+    json_out: bool = JsonOpt,
+) -> None:
+    """Create a key; it is printed once and stored hashed."""
+    from ops_tools.services.gateway import store
+
+    _account(account)
+    _limit("--budget", budget, _I64)
+    _limit("--rpm", rpm, 10**9)
+    _limit("--tpm", tpm, 10**12)
+    key, key_id = store.create_key(_engine(inventory, config), account, budget=budget, rpm=rpm,
+                                   tpm=tpm, label=label)
+    if json_out:
+        print_json({"key": key, "id": key_id, "account": account, "budget": budget, "rpm": rpm,
+                    "tpm": tpm})
+        return
+    console.print(f"key {key_id} for {account} (shown once, store it now):", markup=False)
+    console.print(f"  {key}", markup=False)
+
+
+@keys_app.command("list")
+def list_(
+    inventory: Path | None = InventoryOpt,
+    config: Path | None = ConfigOpt,
+    json_out: bool = JsonOpt,
+) -> None:
+    """Every key: id, prefix, account, budget, spent, limits, revoked."""
+    from rich.table import Table
+
+    from ops_tools.services.gateway import store
+
+    rows = store.list_keys(_engine(inventory, config))
+    if json_out:
+        print_json(rows)
+        return
+    table = Table("id", "key", "account", "budget", "spent", "reserved", "rpm", "tpm", "revoked")
+    for r in rows:
+        table.add_row(str(r["id"]), r["key_prefix"] + "…", r["account"],
+                      "-" if r["budget"] is None else str(r["budget"]), str(r["spent"]),
+                      str(r["reserved"]), str(r["rpm"] or "-"), str(r["tpm"] or "-"),
+                      "yes" if r["revoked_at"] else "no")
+    console.print(table)
+
+
+@keys_app.command("revoke")
+def revoke(
+    key_id: int = typer.Argument(..., help="The key's id (from `keys list`)."),
+    inventory: Path | None = InventoryOpt,
+    config: Path | None = ConfigOpt,
+    json_out: bool = JsonOpt,
+) -> None:
+    """Revoke a key: its next request gets 401."""
+    from ops_tools.services.gateway import store
+
+    if not store.revoke_key(_engine(inventory, config), key_id):
+        raise InputError(f"key id: {key_id} is not an active key; see `ops-tools gateway keys"
+                         " list`")
+    if json_out:
+        print_json({"id": key_id, "revoked": True})
+    else:
+        console.print(f"revoked key {key_id}", markup=False)
