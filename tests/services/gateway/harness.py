@@ -1,0 +1,226 @@
+"""Real processes for the gateway suites: a development node with short epochs, ``net-gateway``,
+``net-worker`` (with the built-in TEST ENGINE, or in front of ``net-test-engine``), all on free
+loopback ports, each stopped by its PID."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+from substrateinterface import Keypair, SubstrateInterface
+
+from ops_tools.devnode.harness import DevNode, plain_spec, raw_spec
+from tests.conftest import free_port
+
+BIN = Path(sys.executable).parent
+SLOT_MS = 500
+EPOCH_BLOCKS = 6  # 3 s epochs: staleness shows within seconds
+WORKER_SECRET = "test-worker-secret-0123456789"
+
+
+def wait_for(check: Callable[[], Any], timeout: float, what: str, interval: float = 0.1) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+            if last:
+                return last
+        except Exception as exc:  # noqa: BLE001 - keep polling; report the last one
+            last = exc
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}; last: {last!r}")
+
+
+def secret_file(path: Path, text: str) -> Path:
+    path.write_text(text)
+    path.chmod(0o600)
+    return path
+
+
+@dataclass
+class Proc:
+    args: list[str]
+    log: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Proc:
+        with self.log.open("ab") as fh:
+            self.proc = subprocess.Popen(self.args, stdout=fh, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
+        return self
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, sig)
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.kill(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.kill(signal.SIGKILL)
+            self.proc.wait(timeout=5)
+
+
+def start_chain(root: Path) -> DevNode:
+    plain = plain_spec(root / "plain.json", chain_id="gw_net", slot_ms=SLOT_MS,
+                       epoch_length=EPOCH_BLOCKS)
+    node = DevNode(root / "node", str(raw_spec(plain)), name="gw").start()
+    wait_for(lambda: node.best() >= 1, 60, "the first block")
+    return node
+
+
+def current_epoch(node: DevNode) -> int:
+    substrate = SubstrateInterface(url=node.http, ss58_format=42)
+    try:
+        return int(substrate.query("OperatorStake", "CurrentEpoch").value)
+    finally:
+        substrate.close()
+
+
+def free_balance(node: DevNode, address: str) -> int:
+    substrate = SubstrateInterface(url=node.http, ss58_format=42)
+    try:
+        return int(substrate.query("System", "Account", [address]).value["data"]["free"])
+    finally:
+        substrate.close()
+
+
+def transfer(node: DevNode, source: str, dest: str, value: int) -> None:
+    substrate = SubstrateInterface(url=node.ws, ss58_format=42)
+    try:
+        call = substrate.compose_call("Balances", "transfer_keep_alive",
+                                      {"dest": dest, "value": value})
+        xt = substrate.create_signed_extrinsic(
+            call=call, keypair=Keypair.create_from_uri(source, ss58_format=42))
+        assert substrate.submit_extrinsic(xt, wait_for_inclusion=True).is_success
+    finally:
+        substrate.close()
+
+
+def register(node: DevNode, uri: str, stake: int) -> None:
+    substrate = SubstrateInterface(url=node.ws, ss58_format=42)
+    try:
+        call = substrate.compose_call("OperatorStake", "register",
+                                      {"stake": stake, "attestation_hash": "0x" + "00" * 32})
+        xt = substrate.create_signed_extrinsic(
+            call=call, keypair=Keypair.create_from_uri(uri, ss58_format=42))
+        receipt = substrate.submit_extrinsic(xt, wait_for_inclusion=True)
+        assert receipt.is_success, receipt.error_message
+    finally:
+        substrate.close()
+
+
+@dataclass
+class Gateway:
+    url: str
+    config: Path
+    proc: Proc
+
+    def get(self, path: str, key: str | None = None) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        return httpx.get(self.url + path, headers=headers, timeout=10)
+
+    def workers(self) -> dict[str, Any]:
+        return self.get("/v1/workers").json()
+
+
+def start_gateway(root: Path, node: DevNode, database_url: str, *, name: str = "gateway",
+                  settle: bool = True, extra: dict[str, Any] | None = None) -> Gateway:
+    root.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    config: dict[str, Any] = {
+        "listen_port": port, "database_url": database_url, "rpc_url": node.ws,
+        "state_dir": str(root / "state"),
+        "worker_secret_file": str(secret_file(root / "worker.secret", WORKER_SECRET)),
+        "chain_poll_s": 0.3, "registry_refresh_s": 0.3, "health_interval_s": 0.5,
+        "settle_interval_s": 1.0, "cooldown_s": 2.0, "log_level": "warning",
+        "prices": {"net-test-chat": {"input_per_1k": 1_000_000, "output_per_1k": 2_000_000}},
+        **(extra or {}),
+    }
+    if settle:
+        config["settlement_seed_file"] = str(secret_file(root / "settle.secret", "//Ferdie"))
+    path = root / f"{name}.yml"
+    path.write_text(yaml.safe_dump(config))
+    proc = Proc([str(BIN / "net-gateway"), "--config", str(path)], root / f"{name}.log").start()
+    gw = Gateway(f"http://127.0.0.1:{port}", path, proc)
+    try:
+        wait_for(lambda: gw.get("/v1/workers").status_code == 200, 60, f"{name} to answer")
+    except AssertionError:
+        proc.stop()
+        raise AssertionError(f"{name} did not start:\n{proc.tail()}") from None
+    return gw
+
+
+@dataclass
+class WorkerProc:
+    url: str
+    operator: str
+    proc: Proc
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+def start_worker(root: Path, node: DevNode, gateway_url: str, *, name: str,
+                 dev_uri: str | None = None, keystore: Path | None = None,
+                 account: str | None = None, passphrase: str | None = None,
+                 register_stake: int | None = None, engine_url: str = "test",
+                 extra: dict[str, Any] | None = None) -> WorkerProc:
+    root.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    config: dict[str, Any] = {
+        "listen_port": port, "gateway_url": gateway_url, "rpc_url": node.ws,
+        "engine_url": engine_url, "capacity": 64, "tick_s": 0.3, "announce_interval_s": 2.0,
+        "gateway_secret_file": str(secret_file(root / f"{name}.secret", WORKER_SECRET)),
+        **(extra or {}),
+    }
+    if register_stake is not None:
+        config["register_stake"] = register_stake
+    if dev_uri is not None:
+        config["dev_suri_file"] = str(secret_file(root / f"{name}.suri", dev_uri))
+        operator = Keypair.create_from_uri(dev_uri, ss58_format=42).ss58_address
+    else:
+        assert keystore is not None and account is not None and passphrase is not None
+        config.update(keystore_dir=str(keystore), account=account,
+                      passphrase_file=str(secret_file(root / f"{name}.pass", passphrase)))
+        doc = json.loads((keystore / f"{account}.sr25519.json").read_text())
+        operator = doc["address"]
+    path = root / f"{name}.yml"
+    path.write_text(yaml.safe_dump(config))
+    proc = Proc([str(BIN / "net-worker"), "--config", str(path), "--log-level", "warning"],
+                root / f"{name}.log").start()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: httpx.get(url + "/health", timeout=2).status_code == 200, 60,
+                 f"worker {name}")
+    except AssertionError:
+        proc.stop()
+        raise AssertionError(f"worker {name} did not start:\n{proc.tail()}") from None
+    return WorkerProc(url, operator, proc, config)
+
+
+def live_models(gw: Gateway) -> dict[str, int]:
+    return gw.workers()["live_workers_per_model"]

@@ -1,0 +1,186 @@
+"""Pure logic of the gateway: router eligibility and choice, pricing, request bounds, SSE, the
+announcement signature, and the test engine's determinism and token counts."""
+
+from __future__ import annotations
+
+import time
+
+import orjson
+import pytest
+from substrateinterface import Keypair
+
+from ops_tools.services.gateway import wire
+from ops_tools.services.gateway.announce import sign_announce, verify_announce
+from ops_tools.services.gateway.openai_errors import OpenAIError
+from ops_tools.services.gateway.pricing import Price
+from ops_tools.services.gateway.router import ChainView, Router, RouterPolicy, Worker
+from ops_tools.services.gateway.sse import EventSplitter, StreamTally, classify
+from ops_tools.services.worker import test_engine
+
+GENESIS = "0x" + "ab" * 32
+
+
+def _router() -> Router:
+    r = Router(RouterPolicy(failures_before_cooldown=2, cooldown_s=10))
+    r.chain = ChainView(current_epoch=10, min_stake=100, stakes={"A": 100, "B": 500, "C": 99})
+    for op, cap in (("A", 4), ("B", 4), ("C", 4)):
+        w = r.announce(Worker(f"{op}@x", op, f"http://{op}", ("m",), cap))
+        w.healthy = True
+        r.heartbeat(op, 10)
+    return r
+
+
+def test_eligibility_rules():
+    r = _router()
+    assert r.why_not(r.workers["A@x"], 0) is None
+    assert "below MinStake" in r.why_not(r.workers["C@x"], 0)
+    r.chain.stakes.pop("A")
+    assert r.why_not(r.workers["A@x"], 0) == "operator not registered on chain"
+    r.chain.stakes["A"] = 100
+    r.chain.current_epoch = 11  # the epoch before still counts
+    assert r.why_not(r.workers["A@x"], 0) is None
+    r.chain.current_epoch = 12  # two epochs old: stale
+    assert "heartbeat stale" in r.why_not(r.workers["A@x"], 0)
+    r.heartbeat("A", 12)
+    r.heartbeat("A", 5)  # an older one never lowers the latest
+    assert r.heartbeats["A"] == 12
+    r.workers["A@x"].healthy = False
+    assert r.why_not(r.workers["A@x"], 0) == "health check failing"
+
+
+def test_least_busy_and_capacity_and_exclude():
+    r = _router()
+    a, b = r.workers["A@x"], r.workers["B@x"]
+    a.inflight = 2
+    assert r.pick("m", 0) is b
+    b.inflight = 3
+    assert r.pick("m", 0) is a
+    a.inflight = b.inflight = 4  # full
+    assert r.pick("m", 0) is None
+    a.inflight = 0
+    assert r.pick("m", 0, exclude=["A@x"]) is None
+    assert r.pick("other", 0) is None
+
+
+def test_cooldown_after_repeated_failures():
+    r = _router()
+    a = r.workers["A@x"]
+    r.failed(a, now=100)
+    assert r.why_not(a, 100) is None  # one failure: still eligible
+    r.failed(a, now=100)
+    assert "cooling down" in r.why_not(a, 105)
+    assert r.why_not(a, 110.5) is None
+    r.failed(a, 120)
+    r.succeeded(a)
+    r.failed(a, 121)
+    assert r.why_not(a, 121) is None  # a success in between resets the count
+
+
+def test_live_models_only_eligible():
+    r = _router()
+    r.announce(Worker("A@y", "A", "http://y", ("e",), 1))  # never health-checked
+    assert set(r.live_models(0)) == {"m"}
+    assert r.serves("e") and not r.serves("zzz")
+
+
+def test_price_rounds_up():
+    assert Price(1000, 2000).cost(1, 1) == 3
+    assert Price(1_000_000, 2_000_000).cost(1500, 500) == 2_500_000
+    assert Price(1, 1).cost(1, 0) == 1
+    assert Price(0, 0).cost(10, 10) == 0
+
+
+def _parse(kind: str, body: object, **kw: int) -> wire.ParsedRequest:
+    return wire.parse(kind, orjson.dumps(body), default_max_tokens=kw.get("default", 64),
+                      max_tokens_cap=kw.get("cap", 1000))
+
+
+def test_parse_bounds_and_rewrites():
+    p = _parse("chat", {"model": "m", "messages": [{"role": "user", "content": "héllo"}]})
+    assert p.max_input_tokens == len("héllo".encode()) + len("user") + 4
+    assert p.max_output_tokens == 64 and p.body["max_tokens"] == 64
+    p = _parse("chat", {"model": "m", "messages": [{"role": "user", "content": "x"}],
+                        "stream": True, "max_tokens": 5})
+    assert p.stream and not p.client_wants_usage and p.max_output_tokens == 5
+    assert p.body["stream_options"] == {"include_usage": True}
+    p = _parse("text", {"model": "m", "prompt": "a b", "stream": True,
+                        "stream_options": {"include_usage": True}})
+    assert p.client_wants_usage
+    p = _parse("embeddings", {"model": "e", "input": ["ab", "c"]})
+    assert (p.max_input_tokens, p.max_output_tokens) == (3, 0)
+
+
+@pytest.mark.parametrize(("kind", "body", "param"), [
+    ("chat", {"messages": [{"role": "user", "content": "x"}]}, "model"),
+    ("chat", {"model": "m"}, "messages"),
+    ("chat", {"model": "m", "messages": ["x"]}, "messages[0]"),
+    ("chat", {"model": "m", "messages": [{"role": "u"}], "max_tokens": 0}, "max_tokens"),
+    ("chat", {"model": "m", "messages": [{"role": "u"}], "max_tokens": 5000}, "max_tokens"),
+    ("chat", {"model": "m", "messages": [{"role": "u"}], "stream": "yes"}, "stream"),
+    ("text", {"model": "m", "prompt": 3}, "prompt"),
+    ("embeddings", {"model": "m", "input": ""}, "input"),
+])
+def test_parse_names_the_param(kind, body, param):
+    with pytest.raises(OpenAIError) as info:
+        _parse(kind, body)
+    assert info.value.status == 400 and info.value.param == param
+    assert info.value.body()["error"]["type"] == "invalid_request_error"
+
+
+def test_parse_rejects_non_json():
+    with pytest.raises(OpenAIError) as info:
+        wire.parse("chat", b"{nope", default_max_tokens=1, max_tokens_cap=1)
+    assert info.value.status == 400
+
+
+def test_sse_splitter_and_usage():
+    splitter = EventSplitter()
+    tally = StreamTally()
+    usage_chunk = {"id": "x", "choices": [], "usage": {"prompt_tokens": 3,
+                                                        "completion_tokens": 4}}
+    data = (b'data: {"choices":[{"delta":{"content":"a"}}],"usage":null}\n\n'
+            + b"data: " + orjson.dumps(usage_chunk) + b"\n\ndata: [DONE]\n\n")
+    events = []
+    for i in range(0, len(data), 7):  # arbitrary chunk boundaries
+        events += splitter.feed(data[i:i + 7])
+    assert len(events) == 3
+    assert [classify(e, tally) for e in events] == [False, True, False]
+    assert (tally.prompt_tokens, tally.completion_tokens, tally.done) == (3, 4, True)
+
+
+def test_announce_signature_binds_every_field():
+    kp = Keypair.create_from_uri("//Operator1", ss58_format=42)
+    now = int(time.time())
+    payload = sign_announce(kp, endpoint="http://127.0.0.1:9", models=["m"], capacity=3,
+                            timestamp=now, genesis_hash=GENESIS)
+    assert verify_announce(payload, expected_genesis_hash=GENESIS, now=now) is None
+    for field, value in (("endpoint", "http://127.0.0.1:10"), ("models", ["m", "n"]),
+                         ("capacity", 4), ("timestamp", now + 1)):
+        assert "signature" in verify_announce({**payload, field: value},
+                                              expected_genesis_hash=GENESIS, now=now)
+    assert "genesis" in verify_announce(payload, expected_genesis_hash="0x" + "cd" * 32, now=now)
+    assert "clock" in verify_announce(payload, expected_genesis_hash=GENESIS, now=now + 1000)
+    other = Keypair.create_from_uri("//Operator2", ss58_format=42)
+    assert "signature" in verify_announce({**payload, "operator": other.ss58_address},
+                                          expected_genesis_hash=GENESIS, now=now)
+    assert "keys" in verify_announce({**payload, "x": 1}, expected_genesis_hash=GENESIS, now=now)
+
+
+def test_test_engine_is_deterministic_and_counts_honestly():
+    body = {"model": "net-test-chat", "messages": [{"role": "user", "content": "one two three"}],
+            "max_tokens": 5}
+    a, b = test_engine.complete("chat", body), test_engine.complete("chat", body)
+    assert a["choices"][0]["message"]["content"] == b["choices"][0]["message"]["content"]
+    text = a["choices"][0]["message"]["content"]
+    assert a["usage"] == {"prompt_tokens": 3, "completion_tokens": len(text.split()),
+                          "total_tokens": 3 + len(text.split())}
+    assert len(text.split()) == 5
+    chunks = list(test_engine.stream("chat", {**body, "stream": True,
+                                              "stream_options": {"include_usage": True}}))
+    streamed = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks
+                       if c["choices"])
+    assert streamed == text
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 5
+    emb = test_engine.embed({"model": "e", "input": ["a b", "c"]})
+    assert emb["usage"]["prompt_tokens"] == 3 and len(emb["data"]) == 2
+    assert emb["data"][0]["embedding"] != emb["data"][1]["embedding"]
