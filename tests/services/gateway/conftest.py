@@ -86,13 +86,13 @@ def worker(tmp_path_factory: pytest.TempPathFactory, chain: DevNode, gateway: Ga
 
 
 @pytest.fixture(scope="module")
-def engine(gateway: Gateway):  # noqa: ANN201
+def engine(gateway: Gateway):
     from ops_tools.services.gateway.settings import load
 
     return db.make_engine(load(gateway.config).db_url())
 
 
-def make_key(engine, account: str = "5GrwvaEF5zXb26Fz9rcQpDWS57CtERHpNehXCPcNoHGKutQY",  # noqa: ANN001
+def make_key(engine, account: str = "5GrwvaEF5zXb26Fz9rcQpDWS57CtERHpNehXCPcNoHGKutQY",
              **limits: int | None) -> str:
     key, _ = store.create_key(engine, account, budget=limits.get("budget"),
                               rpm=limits.get("rpm"), tpm=limits.get("tpm"))

@@ -37,7 +37,7 @@ def wait_for(check: Callable[[], Any], timeout: float, what: str, interval: floa
             last = check()
             if last:
                 return last
-        except Exception as exc:  # noqa: BLE001 - keep polling; report the last one
+        except Exception as exc:
             last = exc
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout} s waiting for {what}; last: {last!r}")
