@@ -26,12 +26,21 @@ _I64 = 2**63 - 1
 
 
 def _engine(inventory: Path | None, config: Path | None):  # noqa: ANN202
-    from ops_tools.services.gateway import db
+    from ops_tools.services.gateway.database import open_database
+
+    return open_database(_config_path(inventory, config), pool_size=1).engine
+
+
+def _config_path(inventory: Path | None, config: Path | None) -> str:
     from ops_tools.services.gateway.locate import database_url
 
-    engine = db.make_engine(database_url(inventory, config))
-    db.create_tables(engine)
-    return engine
+    if config is not None:
+        return database_url(config)
+    return database_url(_deployed_config(inventory))
+
+
+def _deployed_config(inventory: Path | None) -> Path:
+    raise InputError("--config: give the gateway's configuration file")
 
 
 def _account(value: str) -> str:

@@ -31,11 +31,8 @@ TEST_MODE_HEADER = "X-Net-Test-Mode"
 JSON = "application/json"
 
 
-def error_response(exc: oe.OpenAIError, request_id: str | None = None) -> Response:
-    headers = exc.headers()
-    if request_id:
-        headers["X-Request-Id"] = request_id
-    return Response(exc.json_bytes(), exc.status, headers=headers, media_type=JSON)
+def error_response(exc: oe.OpenAIError) -> Response:
+    return Response(exc.json_bytes(), exc.status, headers=exc.headers(), media_type=JSON)
 
 
 def _bearer(request: Request) -> str:
@@ -58,11 +55,12 @@ class GatewayApi:
     # --- inference -------------------------------------------------------------------------
     async def inference(self, request: Request) -> Response:
         kind = wire.ENDPOINTS[request.url.path]
-        request_id = "req-" + uuid.uuid4().hex
+        # The platform's middleware made it (GatewayEdge drops a client's): the receipt's id.
+        request_id = request.scope.get("net_request_id") or uuid.uuid4().hex
         try:
             return await self._inference(request, kind, request_id)
         except oe.OpenAIError as exc:
-            return error_response(exc, request_id)
+            return error_response(exc)
 
     async def _inference(self, request: Request, kind: str, request_id: str) -> Response:
         state = self.state
@@ -135,7 +133,7 @@ class GatewayApi:
             except BaseException:
                 worker.inflight -= 1
                 raise
-            headers = {"X-Request-Id": request_id, "X-Net-Operator": worker.operator}
+            headers = {"X-Net-Operator": worker.operator}
             if upstream.status_code >= 400:  # the engine refused the request itself: relay it
                 body = await upstream.aread()
                 await upstream.aclose()

@@ -1,16 +1,12 @@
-"""The gateway's ASGI application and its console script ``net-gateway``."""
+"""The gateway's routes and handlers on the platform's app (``create_app(error_shape="own")``)."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
-from typing import Any
-
-from starlette.applications import Starlette
+from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ops_tools.services.gateway import openai_errors as oe
@@ -20,8 +16,10 @@ from ops_tools.services.gateway.service import GatewayState
 TEST_MODE = (TEST_MODE_HEADER.lower().encode(), b"true")
 
 
-class TestModeHeader:
-    """Every response says the gateway runs in test mode (raw ASGI: no per-request objects)."""
+class GatewayEdge:
+    """Outermost: every response says the gateway runs in test mode, and a request id the client
+    sends is dropped, so the platform's middleware generates a fresh one: it becomes the
+    receipt's id, which must be unique. Raw ASGI: nothing allocated per request but a closure."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -30,6 +28,7 @@ class TestModeHeader:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        scope["headers"] = [h for h in scope.get("headers", []) if h[0] != b"x-request-id"]
 
         async def send_with_header(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -39,17 +38,22 @@ class TestModeHeader:
         await self.app(scope, receive, send_with_header)
 
 
-def routes(api: GatewayApi) -> list[Route]:
-    return [
-        Route("/v1/chat/completions", api.inference, methods=["POST"]),
-        Route("/v1/completions", api.inference, methods=["POST"]),
-        Route("/v1/embeddings", api.inference, methods=["POST"]),
-        Route("/v1/models", api.models, methods=["GET"]),
-        Route("/v1/usage", api.usage, methods=["GET"]),
-        Route("/v1/workers/announce", api.announce, methods=["POST"]),
-        Route("/v1/workers/heartbeat", api.heartbeat, methods=["POST"]),
-        Route("/v1/workers", api.workers, methods=["GET"]),
-    ]
+def install(app: FastAPI, state: GatewayState, max_body_bytes: int) -> GatewayApi:
+    api = GatewayApi(state, max_body_bytes)
+    for path in ("/v1/chat/completions", "/v1/completions", "/v1/embeddings"):
+        app.add_route(path, api.inference, methods=["POST"], include_in_schema=False)
+    app.add_route("/v1/models", api.models, methods=["GET"], include_in_schema=False)
+    app.add_route("/v1/usage", api.usage, methods=["GET"], include_in_schema=False)
+    app.add_route("/v1/workers/announce", api.announce, methods=["POST"],
+                  include_in_schema=False)
+    app.add_route("/v1/workers/heartbeat", api.heartbeat, methods=["POST"],
+                  include_in_schema=False)
+    app.add_route("/v1/workers", api.workers, methods=["GET"], include_in_schema=False)
+    app.add_exception_handler(HTTPException, http_error)
+    app.add_exception_handler(RequestValidationError, invalid_request)
+    app.add_exception_handler(Exception, server_error)
+    app.add_middleware(GatewayEdge)
+    return api
 
 
 async def http_error(request: Request, exc: Exception) -> Response:
@@ -65,26 +69,12 @@ async def http_error(request: Request, exc: Exception) -> Response:
     return error_response(err)
 
 
+async def invalid_request(request: Request, exc: Exception) -> Response:
+    return error_response(oe.OpenAIError(400, str(exc)[:500], code="invalid_value"))
+
+
 async def server_error(request: Request, exc: Exception) -> Response:
-    return error_response(oe.OpenAIError(500, "The gateway failed on this request; retry.",
-                                         type_="server_error", code="internal_error"))
-
-
-def build_standalone_app(state: GatewayState, max_body_bytes: int) -> Starlette:
-    """The gateway without the platform's common endpoints (tests of the pure HTTP shape)."""
-    api = GatewayApi(state, max_body_bytes)
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Any) -> AsyncIterator[None]:
-        await state.start()
-        try:
-            yield
-        finally:
-            await state.stop()
-
-    app = Starlette(routes=routes(api), lifespan=lifespan,
-                    exception_handlers={HTTPException: http_error, Exception: server_error})
-    app.add_middleware(TestModeHeader)
-    return app
-
-
+    rid = request.scope.get("net_request_id", "")
+    return error_response(oe.OpenAIError(
+        500, f"The gateway failed on this request; report request id {rid}.",
+        type_="server_error", code="internal_error"))

@@ -1,15 +1,18 @@
-"""The gateway's configuration beyond the platform's common fields."""
+"""``net-gateway`` settings: the platform's common fields and the gateway's own."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
+from ops_tools.services.common.settings import ServiceSettings
 from ops_tools.services.gateway.pricing import Price
 
 
 class ModelPrice(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     input_per_1k: int = Field(ge=0, description="plancks per 1,000 input tokens")
     output_per_1k: int = Field(ge=0, description="plancks per 1,000 output tokens")
 
@@ -17,17 +20,20 @@ class ModelPrice(BaseModel):
         return Price(self.input_per_1k, self.output_per_1k)
 
 
-class GatewayFields(BaseModel):
-    """Mixed into the service settings; every field has a working default for the local net."""
+class GatewaySettings(ServiceSettings):
+    service_name = "gateway"
 
+    # OpenAI request bodies (long chats) are larger than the platform's default.
+    max_body_bytes: int = Field(default=1024 * 1024, ge=256, le=64 * 1024 * 1024)
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
     # Models a worker serves that have no entry in ``prices`` cost this.
     default_price: ModelPrice = ModelPrice(input_per_1k=1_000_000, output_per_1k=2_000_000)
+    # The output cap added to requests that give none (the reserved maximum cost needs one).
     default_max_tokens: int = Field(256, ge=1)
     max_tokens_cap: int = Field(8192, ge=1)
     # The secret the workers expect as a bearer token: requests to a worker come only from here.
-    worker_secret_file: Path | None = None
-    # A file with the settlement account's secret URI or seed; no settlement without it.
+    worker_secret_file: Path
+    # The settlement account's secret URI, hex seed or mnemonic; no settlement without it.
     settlement_seed_file: Path | None = None
     settle_interval_s: float = Field(30.0, gt=0)
     chain_poll_s: float = Field(2.0, gt=0)

@@ -1,19 +1,12 @@
-"""Which database a gateway of an inventory (or a configuration file) uses."""
+"""Which database a gateway uses, from its configuration file."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ops_tools.errors import InputError
-from ops_tools.services.gateway.settings import load
+from ops_tools.services.common.settings import load_settings
+from ops_tools.services.gateway.config import GatewaySettings
 
 
-def database_url(inventory: Path | None, config: Path | None) -> str:
-    if config is not None:
-        return load(config).db_url()
-    if inventory is not None:
-        raise InputError(
-            f"--inventory: {inventory}: reading a remote gateway's database is not supported"
-            " yet; pass --config with that gateway's configuration file"
-        )
-    raise InputError("--config: no gateway configuration given; pass --config FILE")
+def database_url(config: Path) -> str:
+    return load_settings(GatewaySettings, config).effective_database_url()

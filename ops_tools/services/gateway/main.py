@@ -1,51 +1,55 @@
-"""``net-gateway --config FILE``."""
+"""``net-gateway --config FILE``: the gateway on the service platform."""
 
 from __future__ import annotations
 
-import argparse
-import logging
-import sys
-from pathlib import Path
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
 
-import uvicorn
+from fastapi import FastAPI
 
-from ops_tools.errors import OpsError
-from ops_tools.services.gateway import chain_io, db
-from ops_tools.services.gateway.app import build_standalone_app
+from ops_tools.services.common import logs
+from ops_tools.services.common.app import ServiceInfo, create_app
+from ops_tools.services.common.readiness import ChainWatch, database_check
+from ops_tools.services.common.secrets import read_secret
+from ops_tools.services.common.server import service_main
+from ops_tools.services.gateway.app import install
+from ops_tools.services.gateway.config import GatewaySettings
+from ops_tools.services.gateway.database import open_database
+from ops_tools.services.gateway.openai_errors import platform_error_body
 from ops_tools.services.gateway.service import GatewayState
-from ops_tools.services.gateway.settings import GatewaySettings, load
-from ops_tools.services.worker.cli import read_secret
 
 
-def build(settings: GatewaySettings):  # noqa: ANN201 - Starlette app
-    worker_secret = read_secret(settings.worker_secret_file, "worker_secret_file") \
-        if settings.worker_secret_file else None
-    if worker_secret is None:
-        raise OpsError("worker_secret_file: not set; point it at the workers' shared secret")
-    seed = read_secret(settings.settlement_seed_file, "settlement_seed_file") \
-        if settings.settlement_seed_file else None
-    settings.state_dir.mkdir(parents=True, exist_ok=True)
-    engine = db.make_engine(settings.db_url())
-    db.create_tables(engine)
-    genesis = settings.genesis_hash or chain_io.ChainReader(settings.rpc_url).genesis_hash()
-    state = GatewayState(settings, engine, rpc_url=settings.rpc_url, genesis_hash=genesis,
+def build_app(settings: GatewaySettings) -> FastAPI:
+    worker_secret = read_secret(settings.worker_secret_file, key="worker_secret_file")
+    logs.redact(worker_secret)
+    seed = (read_secret(settings.settlement_seed_file, key="settlement_seed_file")
+            if settings.settlement_seed_file else None)
+    if seed:
+        logs.redact(seed)
+    db = open_database(settings.effective_database_url())
+    watch = ChainWatch(settings.rpc_url, settings.genesis_hash)
+    genesis = settings.genesis_hash or watch.current_genesis(fresh=True)
+    state = GatewayState(settings, db.engine, rpc_url=settings.rpc_url, genesis_hash=genesis,
                          worker_secret=worker_secret, settlement_secret=seed)
-    return build_standalone_app(state, settings.max_body_bytes)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[None]:
+        await state.start()
+        try:
+            yield
+        finally:
+            await state.stop()
+            db.dispose()
+
+    app = create_app(
+        ServiceInfo("gateway", description="OpenAI-compatible inference gateway (test mode)"),
+        settings, ready_checks=[database_check(db), watch.ready_check()], lifespan=lifespan,
+        error_shape="own", error_body=platform_error_body,
+    )
+    install(app, state, settings.max_body_bytes)
+    return app
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="net-gateway", description="The inference gateway.")
-    parser.add_argument("--config", type=Path, required=True)
-    args = parser.parse_args(argv)
-    try:
-        settings = load(args.config)
-        app = build(settings)
-    except OpsError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
-    logging.basicConfig(level=settings.log_level.upper(),
-                        format="%(asctime)s %(name)s %(message)s")
-    config = uvicorn.Config(app, host=settings.listen_host, port=settings.listen_port,
-                            log_level=settings.log_level, access_log=False, loop="uvloop",
-                            http="httptools", timeout_graceful_shutdown=10)
-    uvicorn.Server(config).run()
+    service_main("gateway", GatewaySettings, build_app, argv)

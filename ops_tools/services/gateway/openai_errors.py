@@ -115,3 +115,9 @@ def upstream_failed(detail: str) -> OpenAIError:
     return OpenAIError(
         502, f"The worker failed: {detail}", type_="server_error", code="upstream_error",
     )
+
+
+def platform_error_body(status: int, code: str, message: str) -> bytes:
+    """The platform middleware's own refusals (413, 415, 400 on a bad header), OpenAI-shaped."""
+    code = {"body_too_large": "request_too_large"}.get(code, code)
+    return OpenAIError(status, message, code=code).json_bytes()

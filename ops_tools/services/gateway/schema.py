@@ -12,7 +12,6 @@ from sqlalchemy import (
     String,
     Table,
     Text,
-    UniqueConstraint,
 )
 
 metadata = MetaData()
@@ -107,5 +106,4 @@ heartbeats = Table(
     Column("epoch", BigInteger, nullable=False),
     Column("timestamp", BigInteger, nullable=False),
     Column("received_at", Float, nullable=False),
-    UniqueConstraint("operator", "genesis_hash", name="gateway_heartbeats_one"),
 )

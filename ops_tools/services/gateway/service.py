@@ -14,7 +14,7 @@ import httpx
 from sqlalchemy import Engine
 
 from ops_tools.services.gateway import chain_io, store
-from ops_tools.services.gateway.config import GatewayFields
+from ops_tools.services.gateway.config import GatewaySettings
 from ops_tools.services.gateway.pricing import Price
 from ops_tools.services.gateway.router import Router, RouterPolicy, Worker
 
@@ -24,7 +24,7 @@ log = logging.getLogger("net.gateway")
 class GatewayState:
     def __init__(
         self,
-        fields: GatewayFields,
+        fields: GatewaySettings,
         engine: Engine,
         *,
         rpc_url: str,

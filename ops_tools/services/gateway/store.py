@@ -58,6 +58,11 @@ class KeyRejected(Exception):
         self.retry_after = retry_after
 
 
+def _w(engine: Engine) -> Engine:
+    """Writes that decide (SQLite: ``BEGIN IMMEDIATE``, so the busy timeout applies up front)."""
+    return engine.execution_options(net_write=True)  # type: ignore[return-value]
+
+
 def _upsert(engine: Engine, table: Any) -> Any:
     return (postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert)(table)
 
@@ -68,7 +73,7 @@ def create_key(
     label: str | None = None, key: str | None = None,
 ) -> tuple[str, int]:
     key = key or new_key()
-    with engine.begin() as conn:
+    with _w(engine).begin() as conn:
         key_id = conn.execute(
             insert(api_keys).values(
                 key_hash=hash_key(key), key_prefix=key[: len(KEY_PREFIX) + 4], account=account,
@@ -98,7 +103,7 @@ def list_keys(engine: Engine) -> list[dict[str, Any]]:
 
 
 def revoke_key(engine: Engine, key_id: int) -> bool:
-    with engine.begin() as conn:
+    with _w(engine).begin() as conn:
         result = conn.execute(
             update(api_keys).where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None))
             .values(revoked_at=time.time())
@@ -110,7 +115,7 @@ def revoke_key(engine: Engine, key_id: int) -> bool:
 def reserve(engine: Engine, key: str, amount: int, now: float) -> Reservation:
     """Reserve ``amount`` plancks of the key's budget and count the request in its window."""
     window = int(now // 60)
-    with engine.begin() as conn:
+    with _w(engine).begin() as conn:
         row = conn.execute(
             update(api_keys)
             .where(
@@ -140,17 +145,15 @@ def reserve(engine: Engine, key: str, amount: int, now: float) -> Reservation:
             requests, tokens = conn.execute(stmt).one()
             retry = max(1, int(60 - now % 60) + 1)
             if rpm is not None and requests > rpm:
-                conn.rollback()
                 raise KeyRejected("rpm", rpm, retry)
             if tpm is not None and tokens >= tpm:
-                conn.rollback()
                 raise KeyRejected("tpm", tpm, retry)
     return Reservation(key_id, account, amount, rpm, tpm, window)
 
 
 def settle_request(engine: Engine, reservation: Reservation, receipt: dict[str, Any]) -> None:
     """Release the reservation, charge the actual cost and write the receipt, atomically."""
-    with engine.begin() as conn:
+    with _w(engine).begin() as conn:
         conn.execute(
             update(api_keys).where(api_keys.c.id == reservation.key_id).values(
                 reserved=api_keys.c.reserved - reservation.amount,
@@ -218,7 +221,7 @@ def save_worker(engine: Engine, payload: dict[str, Any], now: float) -> str:
         "genesis_hash": payload["genesis_hash"], "announced_at": now,
     }
     stmt = _upsert(engine, workers).values(worker_id=worker_id, **values)
-    with engine.begin() as conn:
+    with _w(engine).begin() as conn:
         conn.execute(stmt.on_conflict_do_update(index_elements=["worker_id"], set_=values))
     return worker_id
 
@@ -233,7 +236,7 @@ def save_heartbeat(engine: Engine, payload: dict[str, Any], now: float) -> int:
         index_elements=["operator", "genesis_hash"], set_=values,
         where=heartbeats.c.epoch <= payload["epoch"],
     )
-    with engine.begin() as conn:
+    with _w(engine).begin() as conn:
         conn.execute(stmt)
         return int(conn.execute(
             select(heartbeats.c.epoch).where(heartbeats.c.operator == payload["operator"],
@@ -262,7 +265,7 @@ def forget_other_networks(engine: Engine, genesis_hash: str) -> dict[str, int]:
     The old chain is gone, so its receipts can no longer be settled; they stay, marked with their
     genesis hash and ``closed``.
     """
-    with engine.begin() as conn:
+    with _w(engine).begin() as conn:
         w = conn.execute(delete(workers).where(workers.c.genesis_hash != genesis_hash)).rowcount
         h = conn.execute(
             delete(heartbeats).where(heartbeats.c.genesis_hash != genesis_hash)
@@ -285,7 +288,7 @@ def claim_for_settlement(engine: Engine, genesis_hash: str) -> list[tuple[int, s
     receipt.
     """
     out = []
-    with engine.begin() as conn:
+    with _w(engine).begin() as conn:
         operators = conn.execute(
             select(receipts.c.operator).where(
                 receipts.c.settle_status == "pending", receipts.c.genesis_hash == genesis_hash,
@@ -293,7 +296,7 @@ def claim_for_settlement(engine: Engine, genesis_hash: str) -> list[tuple[int, s
             ).distinct()
         ).scalars().all()
     for operator in operators:
-        with engine.begin() as conn:
+        with _w(engine).begin() as conn:
             sid = conn.execute(
                 insert(settlements).values(
                     operator=operator, amount=0, receipts=0, genesis_hash=genesis_hash,
@@ -325,7 +328,7 @@ def finish_settlement(
     engine: Engine, sid: int, *, extrinsic_hash: str | None, block_hash: str | None,
     block_number: int | None, error: str | None,
 ) -> None:
-    with engine.begin() as conn:
+    with _w(engine).begin() as conn:
         if error is None:
             conn.execute(update(settlements).where(settlements.c.id == sid).values(
                 status="settled", extrinsic_hash=extrinsic_hash, block_hash=block_hash,

@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import logging
 import os
-import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,8 @@ from typing import Any
 import uvicorn
 from substrateinterface import Keypair
 
-from ops_tools.errors import InputError, OpsError
+from ops_tools.errors import OpsError
+from ops_tools.services.common.secrets import read_secret as _read_secret
 from ops_tools.services.worker import server, settings
 from ops_tools.services.worker.engines import HttpEngine, TestEngine
 from ops_tools.services.worker.liveness import Liveness
@@ -23,17 +23,7 @@ from ops_tools.wallet.passphrase import read_passphrase_file
 
 
 def read_secret(path: Path, field: str) -> str:
-    """A secret file must be private (0600/0400); the secret never appears in an error."""
-    try:
-        mode = path.stat().st_mode
-        text = path.read_text().strip()
-    except OSError as exc:
-        raise InputError(f"{field}: cannot read {path} ({exc.strerror}); create it") from exc
-    if mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise InputError(f"{field}: {path} is readable by group or others; chmod 600 it")
-    if not text:
-        raise InputError(f"{field}: {path} is empty; put the secret in it")
-    return text
+    return _read_secret(path, key=field).strip()
 
 
 def load_keypair(s: settings.WorkerSettings) -> Keypair:

@@ -10,7 +10,9 @@ import pytest
 from substrateinterface import Keypair
 
 from ops_tools.devnode.harness import DevNode
-from ops_tools.services.gateway import db, store
+from ops_tools.services.gateway import store
+from ops_tools.services.gateway.database import open_database
+from ops_tools.services.gateway.locate import database_url
 
 from .harness import (
     BIN,
@@ -87,9 +89,7 @@ def worker(tmp_path_factory: pytest.TempPathFactory, chain: DevNode, gateway: Ga
 
 @pytest.fixture(scope="module")
 def engine(gateway: Gateway):
-    from ops_tools.services.gateway.settings import load
-
-    return db.make_engine(load(gateway.config).db_url())
+    return open_database(database_url(gateway.config), pool_size=2).engine
 
 
 def make_key(engine, account: str = "5GrwvaEF5zXb26Fz9rcQpDWS57CtERHpNehXCPcNoHGKutQY",
