@@ -30,7 +30,7 @@ TOKEN = 10**12
 PASSPHRASE = "gateway suite passphrase"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def chain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevNode]:
     node = start_chain(tmp_path_factory.mktemp("chain"))
     try:
@@ -39,7 +39,7 @@ def chain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevNode]:
         node.stop()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def keystore_operator(tmp_path_factory: pytest.TempPathFactory, chain: DevNode) -> tuple[Path, str]:
     """A wallet-cli keystore account, funded: the worker unlocks it like an operator's would."""
     root = tmp_path_factory.mktemp("wallet")
