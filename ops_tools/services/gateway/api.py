@@ -298,6 +298,10 @@ class GatewayApi:
                     " operator for this network's genesis", param="heartbeat",
                     code="invalid_heartbeat")
             current = state.router.chain.current_epoch
+            if current is None or payload["epoch"] > current:
+                # The worker may have seen the new epoch before this gateway's next poll.
+                await state.poll_chain()
+                current = state.router.chain.current_epoch
             if current is None:
                 raise oe.OpenAIError(503, "the gateway cannot read the chain's epoch; retry",
                                      type_="server_error", code="chain_unavailable",

@@ -37,6 +37,8 @@ class GatewaySettings(ServiceSettings):
     settlement_seed_file: Path | None = None
     settle_interval_s: float = Field(30.0, gt=0)
     chain_poll_s: float = Field(2.0, gt=0)
+    # How long the last good chain read is trusted while reads fail.
+    chain_view_max_age_s: float = Field(20.0, gt=0)
     registry_refresh_s: float = Field(1.0, gt=0)
     health_interval_s: float = Field(5.0, gt=0)
     failures_before_cooldown: int = Field(3, ge=1)

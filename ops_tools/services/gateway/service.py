@@ -4,6 +4,7 @@ its background loops (registry refresh, chain poll, health checks, settlement)."
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import time
@@ -47,6 +48,7 @@ class GatewayState:
         self.default_price = fields.default_price.price()
         self.reader = chain_io.ChainReader(rpc_url)
         self.chain_error: str | None = "not read yet"
+        self._chain_read_at = float("-inf")
         self.client = httpx.AsyncClient(
             timeout=httpx.Timeout(fields.upstream_timeout_s,
                                   connect=fields.upstream_connect_timeout_s),
@@ -61,6 +63,10 @@ class GatewayState:
 
     # --- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
+        # Budget reservations are short blocking database calls; the default pool (CPUs + 4
+        # threads) would queue them behind each other under concurrency.
+        asyncio.get_running_loop().set_default_executor(
+            concurrent.futures.ThreadPoolExecutor(max_workers=64, thread_name_prefix="gw-db"))
         closed = await asyncio.to_thread(store.forget_other_networks, self.engine,
                                          self.genesis_hash)
         if any(closed.values()):
@@ -129,11 +135,15 @@ class GatewayState:
         try:
             view = await asyncio.to_thread(self.reader.read, operators)
         except Exception as exc:
-            # Without a fresh view nobody is known to be registered: route nowhere.
             self.chain_error = f"{type(exc).__name__}: {exc}"[:300]
-            self.router.chain.current_epoch = None
+            log.warning("reading the chain failed: %s", self.chain_error)
+            # One failed read keeps the last view; a view older than the limit routes nowhere
+            # (nobody is then known to be registered).
+            if self.clock() - self._chain_read_at > self.fields.chain_view_max_age_s:
+                self.router.chain.current_epoch = None
             return
         self.chain_error = None
+        self._chain_read_at = self.clock()
         self.router.chain = view
 
     async def _check(self, worker: Worker) -> None:

@@ -89,20 +89,39 @@ class Liveness:
         if now - st.last_announce >= s.announce_interval_s:
             self._announce(genesis)
             st.last_announce = now
-        if record:
-            last = int(record["last_heartbeat_epoch"])
-            while last < epoch:  # the runtime allows at most one epoch of advance per heartbeat
-                target = last + 1
-                self._submit(f"OperatorStake.heartbeat({target})", lambda sub, t=target:
-                             operator.heartbeat(sub, self.keypair, t, s.account))
-                last = target
-            st.chain_heartbeat_epoch = last
+        # The gateway heartbeat first: the chain's may take a few blocks, and by then the epoch
+        # read above could be the one before.
         if st.gateway_heartbeat_epoch != epoch or now - st.gateway_heartbeat_at >= \
                 s.announce_interval_s:
             payload = sign_heartbeat(self.keypair, epoch=epoch, timestamp=int(time.time()),
                                      genesis_hash=genesis)
             self._post("/v1/workers/heartbeat", payload)
             st.gateway_heartbeat_epoch, st.gateway_heartbeat_at = epoch, now
+        if record:
+            last = int(record["last_heartbeat_epoch"])
+            if last < epoch:
+                self._chain_heartbeats(list(range(last + 1, epoch + 1)))
+            st.chain_heartbeat_epoch = epoch
+
+    def _chain_heartbeats(self, epochs: list[int]) -> None:
+        """Heartbeats for ``epochs`` in order: the runtime allows one epoch of advance each, so
+        a worker that was down steps up to the current one. All are sent at once with
+        consecutive nonces (they apply in nonce order); only the last is waited for."""
+        substrate = self._writer()
+        try:
+            nonce = substrate.get_account_nonce(self.keypair.ss58_address)
+            for offset, target in enumerate(epochs):
+                call = substrate.compose_call(operator.PALLET, "heartbeat", {"epoch": target})
+                xt = substrate.create_signed_extrinsic(call=call, keypair=self.keypair,
+                                                       nonce=nonce + offset)
+                last = offset == len(epochs) - 1
+                receipt = substrate.submit_extrinsic(xt, wait_for_inclusion=last)
+                if last and not receipt.is_success:
+                    raise RuntimeError(f"OperatorStake.heartbeat({target}) failed:"
+                                       f" {receipt.error_message}")
+        finally:
+            substrate.close()
+        log.info("on-chain heartbeat for epoch %s", epochs[-1])
 
     def _announce(self, genesis: str) -> None:
         payload = sign_announce(

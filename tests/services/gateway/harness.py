@@ -224,3 +224,43 @@ def start_worker(root: Path, node: DevNode, gateway_url: str, *, name: str,
 
 def live_models(gw: Gateway) -> dict[str, int]:
     return gw.workers()["live_workers_per_model"]
+
+
+def start_nginx(root: Path, upstreams: list[str]) -> tuple[str, Proc]:
+    """nginx on a free loopback port, round-robin over ``upstreams`` (two gateway instances)."""
+    root.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    servers = "\n".join(f"    server {u.removeprefix('http://')};" for u in upstreams)
+    conf = root / "nginx.conf"
+    conf.write_text(f"""
+worker_processes 1;
+pid {root}/nginx.pid;
+error_log {root}/error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+  access_log off;
+  client_body_temp_path {root}/body;
+  proxy_temp_path {root}/proxy;
+  fastcgi_temp_path {root}/fastcgi;
+  uwsgi_temp_path {root}/uwsgi;
+  scgi_temp_path {root}/scgi;
+  upstream gateways {{
+{servers}
+    keepalive 64;
+  }}
+  server {{
+    listen 127.0.0.1:{port};
+    location / {{
+      proxy_pass http://gateways;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffering off;
+    }}
+  }}
+}}
+""")
+    proc = Proc(["/usr/sbin/nginx", "-c", str(conf), "-p", str(root), "-g", "daemon off;"],
+                root / "nginx.log").start()
+    url = f"http://127.0.0.1:{port}"
+    wait_for(lambda: httpx.get(url + "/v1/workers", timeout=2).status_code == 200, 30, "nginx")
+    return url, proc
