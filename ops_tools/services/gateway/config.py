@@ -35,6 +35,10 @@ class GatewaySettings(ServiceSettings):
     worker_secret_file: Path
     # The settlement account's secret URI, hex seed or mnemonic; no settlement without it.
     settlement_seed_file: Path | None = None
+    # A key kept across restarts and resets (the local network's development key): created at
+    # start when its hash is not on record, bound to ``dev_api_key_account``.
+    dev_api_key_file: Path | None = None
+    dev_api_key_account: str | None = None
     settle_interval_s: float = Field(30.0, gt=0)
     chain_poll_s: float = Field(2.0, gt=0)
     # How long the last good chain read is trusted while reads fail.

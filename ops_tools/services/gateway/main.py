@@ -13,6 +13,8 @@ from ops_tools.services.common.app import ServiceInfo, create_app
 from ops_tools.services.common.readiness import ChainWatch, database_check
 from ops_tools.services.common.secrets import read_secret
 from ops_tools.services.common.server import service_main
+from ops_tools.services.common.settings import SettingsError
+from ops_tools.services.gateway import store
 from ops_tools.services.gateway.app import install
 from ops_tools.services.gateway.config import GatewaySettings
 from ops_tools.services.gateway.database import open_database
@@ -28,6 +30,12 @@ def build_app(settings: GatewaySettings) -> FastAPI:
     if seed:
         logs.redact(seed)
     db = open_database(settings.effective_database_url())
+    if settings.dev_api_key_file is not None:
+        if not settings.dev_api_key_account:
+            raise SettingsError("dev_api_key_account: null: the account that pays for the"
+                                " development key is needed with dev_api_key_file")
+        dev_key = read_secret(settings.dev_api_key_file, key="dev_api_key_file")
+        store.ensure_key(db.engine, dev_key, settings.dev_api_key_account)
     watch = ChainWatch(settings.rpc_url, settings.genesis_hash)
     genesis = settings.genesis_hash or watch.current_genesis(fresh=True)
     state = GatewayState(settings, db.engine, rpc_url=settings.rpc_url, genesis_hash=genesis,
@@ -44,7 +52,8 @@ def build_app(settings: GatewaySettings) -> FastAPI:
 
     app = create_app(
         ServiceInfo("gateway", description="OpenAI-compatible inference gateway (test mode)"),
-        settings, ready_checks=[database_check(db), watch.ready_check()], lifespan=lifespan,
+        settings, ready_checks=[database_check(db), watch.ready_check(), state.workers_check()],
+        lifespan=lifespan,
         error_shape="own", error_body=platform_error_body,
     )
     install(app, state, settings.max_body_bytes)

@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 from sqlalchemy import Engine
 
+from ops_tools.services.common.readiness import CheckResult, ReadyCheck
 from ops_tools.services.gateway import chain_io, store
 from ops_tools.services.gateway.config import GatewaySettings
 from ops_tools.services.gateway.pricing import Price
@@ -57,6 +58,18 @@ class GatewayState:
         )
         self._tasks: list[asyncio.Task[Any]] = []
         self._background: set[asyncio.Task[Any]] = set()
+
+    def workers_check(self) -> ReadyCheck:
+        """Always passes (no worker is not the gateway's fault: it answers 503 per model); the
+        detail carries the live workers per model, which ``ops-tools status`` shows."""
+
+        def probe() -> CheckResult:
+            live = self.router.live_models(self.clock())
+            known = len(self.router.workers)
+            per_model = ", ".join(f"{m}={len(ws)}" for m, ws in sorted(live.items())) or "none"
+            return CheckResult(True, f"live workers per model: {per_model}; {known} known")
+
+        return ReadyCheck("workers", probe)
 
     def price(self, model: str) -> Price:
         return self.prices.get(model, self.default_price)

@@ -84,6 +84,18 @@ def create_key(
     return key, key_id
 
 
+def ensure_key(engine: Engine, key: str, account: str) -> bool:
+    """Create ``key`` for ``account`` unless its hash is on record (revoked or not); True when
+    created. Two instances starting at once: the unique hash makes one of them a no-op."""
+    stmt = _upsert(engine, api_keys).values(
+        key_hash=hash_key(key), key_prefix=key[: len(KEY_PREFIX) + 4], account=account,
+        budget=None, spent=0, reserved=0, rpm=None, tpm=None, label="development key",
+        created_at=time.time(),
+    ).on_conflict_do_nothing(index_elements=["key_hash"])
+    with _w(engine).begin() as conn:
+        return conn.execute(stmt).rowcount == 1
+
+
 def key_exists(engine: Engine, key: str) -> bool:
     with engine.connect() as conn:
         return conn.execute(

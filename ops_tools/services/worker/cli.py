@@ -37,7 +37,7 @@ def load_keypair(s: settings.WorkerSettings) -> Keypair:
 
 def _serve(app: Any, host: str, port: int, log_level: str) -> None:
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
-                            loop="uvloop", http="httptools", timeout_graceful_shutdown=10)
+                            timeout_graceful_shutdown=10)
     uvicorn.Server(config).run()
 
 
@@ -56,9 +56,8 @@ def worker_main(argv: list[str] | None = None) -> None:
     parser.add_argument("--account")
     parser.add_argument("--passphrase-file", type=Path)
     parser.add_argument("--gateway-secret-file", type=Path)
-    parser.add_argument("--log-level", default="info")
+    parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
     try:
         s = settings.load(args.config, {
             "engine_url": args.engine_url, "gateway_url": args.gateway_url,
@@ -72,6 +71,8 @@ def worker_main(argv: list[str] | None = None) -> None:
     except OpsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+    log_level = args.log_level or s.log_level
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(message)s")
     engine: TestEngine | HttpEngine = (
         TestEngine(s.models, s.test_engine_token_delay_ms) if s.engine_url == settings.TEST_ENGINE
         else HttpEngine(s.engine_url)
@@ -97,8 +98,17 @@ def worker_main(argv: list[str] | None = None) -> None:
                 "registered": st.registered, "chain_heartbeat_epoch": st.chain_heartbeat_epoch,
                 "gateway_heartbeat_epoch": st.gateway_heartbeat_epoch, "errors": st.errors}
 
-    app = server.build_app(engine, secret, on_start=on_start, on_stop=on_stop, status=status)
-    _serve(app, s.listen_host, s.listen_port, args.log_level)
+    def ready() -> str | None:
+        live = holder.get("liveness")
+        if live is None:
+            return "starting"
+        if live.state.errors:
+            return live.state.errors[0]
+        return None if live.state.ticks_ok else "announcing and heartbeating"
+
+    app = server.build_app(engine, secret, on_start=on_start, on_stop=on_stop, status=status,
+                           ready=ready)
+    _serve(app, s.listen_host, s.listen_port, log_level)
 
 
 def test_engine_main(argv: list[str] | None = None) -> None:

@@ -32,6 +32,7 @@ class LivenessState:
     gateway_heartbeat_at: float = 0.0
     chain_heartbeat_epoch: int | None = None
     registered: bool = False
+    ticks_ok: int = 0
     errors: list[str] = field(default_factory=list)
 
 
@@ -77,6 +78,10 @@ class Liveness:
         except Exception:
             self._reader = None
             raise
+        if s.genesis_hash is not None and genesis != s.genesis_hash.lower():
+            raise RuntimeError(
+                f"the chain at {s.rpc_url} serves genesis {genesis}, but this worker is"
+                f" configured for {s.genesis_hash}; redeploy it on the new network")
         if genesis != st.genesis_hash:  # a new network (or first tick): everything again
             self.state = st = LivenessState(genesis_hash=genesis)
         st.epoch = epoch
@@ -151,6 +156,7 @@ class Liveness:
             try:
                 self.tick()
                 self.state.errors = []
+                self.state.ticks_ok += 1
             except Exception as exc:
                 message = f"{type(exc).__name__}: {exc}"[:300]
                 if message not in self.state.errors:

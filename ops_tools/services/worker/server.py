@@ -31,6 +31,7 @@ def build_app(
     on_start: Callable[[], Awaitable[Any]] | None = None,
     on_stop: Callable[[], Awaitable[Any]] | None = None,
     status: Callable[[], dict[str, Any]] | None = None,
+    ready: Callable[[], str | None] | None = None,
 ) -> Starlette:
     """``secret`` None: no authentication (the test engine served as a stand-alone engine)."""
     expected = f"Bearer {secret}".encode() if secret is not None else None
@@ -69,6 +70,21 @@ def build_app(
         body = {"status": "ok", "engine": engine.name, **(status() if status else {})}
         return Response(orjson.dumps(body), media_type=JSON)
 
+    async def is_ready(request: Request) -> Response:
+        """200 once the engine answers and the liveness duties (announce, heartbeats) went
+        through; 503 with the reason and ``Retry-After`` otherwise."""
+        problem = ready() if ready else None
+        if problem is None:
+            try:
+                await engine.models()
+            except Exception as exc:
+                problem = f"the engine does not answer: {type(exc).__name__}"
+        if problem is not None:
+            body = {"error": {"code": "not_ready", "message": problem}}
+            return Response(orjson.dumps(body), 503, headers={"Retry-After": "2"},
+                            media_type=JSON)
+        return Response(orjson.dumps({"ready": True}), media_type=JSON)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[None]:
         if on_start is not None:
@@ -87,6 +103,7 @@ def build_app(
             Route("/v1/embeddings", inference, methods=["POST"]),
             Route("/v1/models", models, methods=["GET"]),
             Route("/health", health, methods=["GET"]),
+            Route("/ready", is_ready, methods=["GET"]),
         ],
         lifespan=lifespan,
     )

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ops_tools.errors import InputError
 
@@ -14,6 +14,8 @@ TEST_ENGINE = "test"
 
 
 class WorkerSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     listen_host: str = "127.0.0.1"
     listen_port: int = Field(8101, ge=1, le=65535)
     # The URL the gateway calls this worker at (default: http://listen_host:listen_port).
@@ -39,6 +41,12 @@ class WorkerSettings(BaseModel):
     announce_interval_s: float = Field(15.0, gt=0)
     # Test engine only: delay between streamed tokens (tests kill a worker mid-stream).
     test_engine_token_delay_ms: int = Field(0, ge=0)
+    # Keys the platform's service role writes for every service (docs/services.md): the genesis
+    # the worker serves (None: the chain's; another one makes it unready), its directory, ...
+    genesis_hash: str | None = None
+    state_dir: Path | None = None
+    shutdown_timeout_s: float = Field(10.0, gt=0)
+    log_level: str = "info"
 
     @field_validator("engine_url", "gateway_url")
     @classmethod
