@@ -28,19 +28,38 @@ _I64 = 2**63 - 1
 def _engine(inventory: Path | None, config: Path | None):  # noqa: ANN202
     from ops_tools.services.gateway.database import open_database
 
-    return open_database(_config_path(inventory, config), pool_size=1).engine
+    return open_database(_database_url(inventory, config), pool_size=1).engine
 
 
-def _config_path(inventory: Path | None, config: Path | None) -> str:
+def _database_url(inventory: Path | None, config: Path | None) -> str:
+    """The gateway's database: from its configuration file; for the local network, the file the
+    gateway role wrote; for another inventory, its gateway_database_url (PostgreSQL)."""
+    from ops_tools.deploy.inventory import load_inventory
+    from ops_tools.deploy.paths import INVENTORIES, localnet_dir
     from ops_tools.services.gateway.locate import database_url
 
     if config is not None:
         return database_url(config)
-    return database_url(_deployed_config(inventory))
-
-
-def _deployed_config(inventory: Path | None) -> Path:
-    raise InputError("--config: give the gateway's configuration file")
+    local = inventory is None or inventory.resolve() == (INVENTORIES / "local").resolve()
+    inv = load_inventory(INVENTORIES / "local" if inventory is None else inventory)
+    hosts = inv.hosts("gateways")
+    if not hosts:
+        raise InputError(f"--inventory: {inv.path} has no host in the group gateways")
+    if local:
+        path = localnet_dir() / hosts[0] / "gateway.yml"
+        if not path.is_file():
+            raise InputError(
+                f"--inventory: the local network's gateway is not deployed ({path} is missing);"
+                " run `make up` first"
+            )
+        return database_url(path)
+    url = inv.hostvars[hosts[0]].get("gateway_database_url")
+    if not isinstance(url, str) or "{{" in url or not url.startswith("postgresql"):
+        raise InputError(
+            f"--inventory: {inv.path}: {hosts[0]} has no literal PostgreSQL gateway_database_url;"
+            " run this on the gateway's host with --config /var/lib/net/gateway/gateway.yml"
+        )
+    return url
 
 
 def _account(value: str) -> str:

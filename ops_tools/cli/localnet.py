@@ -39,6 +39,7 @@ def up(
                 "endpoints": [e.__dict__ for e in result.endpoints],
                 "services": [s.__dict__ for s in result.services],
                 "public": result.public,
+                "gateway_api_key": result.gateway_api_key,
             }
         )
         return
@@ -55,6 +56,10 @@ def up(
         for svc in result.services:
             services.add_row(svc.host, svc.service, svc.url)
         console.print(services)
+    if result.gateway_api_key:
+        console.print(f"gateway_url: {result.public.get('gateway_url')}", markup=False)
+        console.print(f"gateway_api_key (development, paid by //Alice): {result.gateway_api_key}",
+                      markup=False)
     console.print(
         f"finalized #{result.finalized}; {result.changed} change(s) applied;"
         f" state in {localnet_dir()}"

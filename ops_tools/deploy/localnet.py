@@ -58,6 +58,8 @@ class UpResult:
     services: list[Service]
     # The network's public URLs: rpc_url, and <service>_url for each service deployed.
     public: dict[str, str]
+    # The gateway's development API key (paid from //Alice), when a gateway is deployed.
+    gateway_api_key: str | None = None
 
 
 def devnode_binary() -> Path:
@@ -141,7 +143,7 @@ def up(on_step: Callable[[str], None] = lambda _: None, strategy: str | None = N
     _, finalized = wait_finality_advances(public.rpc, READY_TIMEOUT_S, since=baseline)
     services, urls = services_of(state, result.hosts)
     return UpResult(genesis, result.changed, finalized, endpoints, services,
-                    {"rpc_url": public.rpc, **urls})
+                    {"rpc_url": public.rpc, **urls}, gateway_api_key(state, services))
 
 
 def _finalized_before(state: Path, genesis: str) -> int | None:
@@ -191,6 +193,15 @@ def services_of(state: Path, hosts: list[str]) -> tuple[list[Service], dict[str,
         services.append(Service(host, str(manifest.get("service")), manifest["public_url"]))
         urls[str(manifest.get("public_url_key"))] = manifest["public_url"]
     return services, urls
+
+
+def gateway_api_key(state: Path, services: list[Service]) -> str | None:
+    """The development key the gateway role placed (roles/gateway: gateway_dev_api_key)."""
+    for svc in services:
+        path = state / svc.host / "secrets" / "dev_api_key"
+        if svc.service == "gateway" and path.is_file():
+            return path.read_text().strip() or None
+    return None
 
 
 def _supervisorctl(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
