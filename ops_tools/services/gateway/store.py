@@ -91,9 +91,9 @@ def ensure_key(engine: Engine, key: str, account: str) -> bool:
         key_hash=hash_key(key), key_prefix=key[: len(KEY_PREFIX) + 4], account=account,
         budget=None, spent=0, reserved=0, rpm=None, tpm=None, label="development key",
         created_at=time.time(),
-    ).on_conflict_do_nothing(index_elements=["key_hash"])
+    ).on_conflict_do_nothing(index_elements=["key_hash"]).returning(api_keys.c.id)
     with _w(engine).begin() as conn:
-        return conn.execute(stmt).rowcount == 1
+        return conn.execute(stmt).first() is not None
 
 
 def key_exists(engine: Engine, key: str) -> bool:

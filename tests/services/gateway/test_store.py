@@ -1,0 +1,66 @@
+"""The store on SQLite and PostgreSQL: a reset forgets the old network's workers and heartbeats
+and closes its unsettled receipts; settlement claims are never shared; the development key."""
+
+from __future__ import annotations
+
+import time
+
+from ops_tools.services.gateway import store
+from ops_tools.services.gateway.database import open_database
+
+OLD, NEW = "0x" + "01" * 32, "0x" + "02" * 32
+ALICE = "5GrwvaEF5zXb26Fz9rcQpDWS57CtERHpNehXCPcNoHGKutQY"
+OP = "5GGoy19EdcPPzwtSBPd5uaS5NCz2QZG93RQ1eKZveLqmL3tz"
+
+
+def _receipt(rid: str, key_id: int, genesis: str, cost: int) -> dict:
+    return {"id": rid, "key_id": key_id, "payer": ALICE, "operator": OP, "worker": None,
+            "model": "m", "kind": "chat", "input_tokens": 1, "output_tokens": 1, "cost": cost,
+            "reserved": cost, "status": "ok", "error": None, "genesis_hash": genesis,
+            "created_at": time.time()}
+
+
+def test_reset_forgets_the_old_network(database_url):
+    db = open_database(database_url, pool_size=2)
+    try:
+        engine = db.engine
+        key, key_id = store.create_key(engine, ALICE, budget=None, rpm=None, tpm=None)
+        for genesis in (OLD, NEW):
+            store.save_worker(engine, {"operator": OP, "endpoint": f"http://127.0.0.1:1/{genesis[-2:]}",
+                                       "models": ["m"], "capacity": 1, "genesis_hash": genesis},
+                              time.time())
+            store.save_heartbeat(engine, {"operator": OP, "epoch": 3, "timestamp": 1,
+                                          "genesis_hash": genesis}, time.time())
+        reservation = store.reserve(engine, key, 10, time.time())
+        store.settle_request(engine, reservation, _receipt("old-1", key_id, OLD, 7))
+        reservation = store.reserve(engine, key, 10, time.time())
+        store.settle_request(engine, reservation, _receipt("new-1", key_id, NEW, 5))
+        assert store.forget_other_networks(engine, NEW) == {
+            "workers": 1, "heartbeats": 1, "receipts_closed": 1}
+        workers, heartbeats = store.load_registry(engine, NEW)
+        assert [w["genesis_hash"] for w in workers] == [NEW] and heartbeats == {OP: 3}
+        assert store.get_receipt(engine, "old-1")["settle_status"] == "closed"
+        assert store.get_receipt(engine, "old-1")["genesis_hash"] == OLD
+        # Only the new network's receipt is claimed, once: a second claim finds nothing.
+        claims = store.claim_for_settlement(engine, NEW)
+        assert [(op, amount, n) for _, op, amount, n in claims] == [(OP, 5, 1)]
+        assert store.claim_for_settlement(engine, NEW) == []
+        store.finish_settlement(engine, claims[0][0], extrinsic_hash=None, block_hash=None,
+                                block_number=None, error="pool full")
+        assert store.get_receipt(engine, "new-1")["settle_status"] == "pending"
+        # A heartbeat never goes back to an older epoch.
+        assert store.save_heartbeat(engine, {"operator": OP, "epoch": 2, "timestamp": 2,
+                                             "genesis_hash": NEW}, time.time()) == 3
+    finally:
+        db.dispose()
+
+
+def test_development_key_is_created_once(database_url):
+    db = open_database(database_url, pool_size=2)
+    try:
+        assert store.ensure_key(db.engine, "sk-net-test-dev", ALICE)
+        assert not store.ensure_key(db.engine, "sk-net-test-dev", ALICE)
+        assert store.key_exists(db.engine, "sk-net-test-dev")
+        assert [k["account"] for k in store.list_keys(db.engine)] == [ALICE]
+    finally:
+        db.dispose()
