@@ -220,6 +220,9 @@ class GatewayApi:
                 f"{type(exc).__name__}"
             receipt["output_tokens"] = tally.chunks
             yield error_event(receipt["error"])
+        except asyncio.CancelledError:  # the client went away: bill what it was sent, nothing
+            receipt["error"] = f"client disconnected after {tally.chunks} chunks"
+            raise
         finally:
             worker.inflight -= 1
             await upstream.aclose()
