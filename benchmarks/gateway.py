@@ -47,7 +47,9 @@ from ops_tools.services.gateway.database import open_database
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
-LITELLM_VERSION = "1.109.1"
+# The newest release whose dependencies the package index here resolves (1.109 needs a newer
+# certifi than it has).
+LITELLM_VERSION = "1.100.5"
 LITELLM_VENV = ROOT / ".state" / "benchmarks" / "litellm-venv"
 MODEL = "net-test-chat"
 # A throwaway secret of this run (loopback only).
