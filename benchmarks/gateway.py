@@ -196,33 +196,37 @@ def _fund_and_register(node: DevNode) -> None:
 
 
 async def run_path(base: str, headers: dict[str, str], stream: bool, concurrency: int,
-                   total: int) -> list[float]:
+                   total: int) -> list[float | None]:
     """``total`` requests from ``concurrency`` clients, each request after the previous one of
-    its client; the latencies in ms (after a warm-up that fills the connection pools)."""
+    its client; the latencies in ms, None for a failed request (after a warm-up that fills the
+    connection pools)."""
     body = {**BODY, "stream": stream}
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(base_url=base, headers=headers, limits=limits,
                                  timeout=60) as client:
 
-        async def one() -> float:
+        async def one() -> float | None:
             start = time.perf_counter()
-            if stream:
-                async with client.stream("POST", "/v1/chat/completions", json=body) as r:
-                    async for _chunk in r.aiter_raw():
-                        pass
-            else:
-                r = await client.post("/v1/chat/completions", json=body)
+            try:
+                if stream:
+                    async with client.stream("POST", "/v1/chat/completions", json=body) as r:
+                        async for _chunk in r.aiter_raw():
+                            pass
+                else:
+                    r = await client.post("/v1/chat/completions", json=body)
+            except httpx.HTTPError:
+                return None
             if r.status_code != 200:
-                raise RuntimeError(f"{base}: {r.status_code}")
+                return None
             return (time.perf_counter() - start) * 1000
 
-        async def client_loop(n: int, out: list[float]) -> None:
+        async def client_loop(n: int, out: list[float | None]) -> None:
             for _ in range(n):
                 out.append(await one())
 
-        warm: list[float] = []
+        warm: list[float | None] = []
         await asyncio.gather(*(client_loop(2, warm) for _ in range(concurrency)))
-        latencies: list[float] = []
+        latencies: list[float | None] = []
         share, extra = divmod(total, concurrency)
         await asyncio.gather(*(client_loop(share + (i < extra), latencies)
                                for i in range(concurrency)))
@@ -253,8 +257,13 @@ def main() -> int:
             for concurrency in (1, 16, 64):
                 base: tuple[float, float] | None = None
                 for path in paths:
-                    lat = asyncio.run(run_path(urls[path], headers[path], stream, concurrency,
-                                               args.requests))
+                    results = asyncio.run(run_path(urls[path], headers[path], stream,
+                                                   concurrency, args.requests))
+                    lat = [x for x in results if x is not None]
+                    failed = len(results) - len(lat)
+                    if not lat:
+                        print(f"{stream!s:>6} {concurrency:>4} {path:>8}  every request failed")
+                        continue
                     p50, p99 = statistics.median(lat), pct(lat, 0.99)
                     if path == "direct":
                         base = (p50, p99)
@@ -262,8 +271,9 @@ def main() -> int:
                     else:
                         assert base is not None
                         over = (f"{p50 - base[0]:+.2f}", f"{p99 - base[1]:+.2f}")
+                    note = f"  ({failed} of {len(results)} failed)" if failed else ""
                     print(f"{stream!s:>6} {concurrency:>4} {path:>8} {p50:>8.2f} {p99:>8.2f}"
-                          f" {over[0]:>13} {over[1]:>13}", flush=True)
+                          f" {over[0]:>13} {over[1]:>13}{note}", flush=True)
     return 0
 
 

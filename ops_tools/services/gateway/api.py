@@ -76,7 +76,7 @@ class GatewayApi:
         price = state.price(parsed.model)
         max_cost = price.cost(parsed.max_input_tokens, parsed.max_output_tokens)
         try:
-            reservation = await asyncio.to_thread(
+            reservation = await state.write(
                 store.reserve, state.engine, key, max_cost, time.time()
             )
         except store.KeyRejected as rejected:
@@ -98,7 +98,7 @@ class GatewayApi:
             raise
         finally:
             if not handed_off:  # the streaming body writes its own receipt when it ends
-                state.spawn(asyncio.to_thread(store.settle_request, state.engine, reservation,
+                state.spawn(state.write(store.settle_request, state.engine, reservation,
                                               receipt))
 
     async def _dispatch(
@@ -226,7 +226,7 @@ class GatewayApi:
         finally:
             worker.inflight -= 1
             await upstream.aclose()
-            state.spawn(asyncio.to_thread(store.settle_request, state.engine, reservation,
+            state.spawn(state.write(store.settle_request, state.engine, reservation,
                                           receipt))
 
     # --- the rest of the OpenAI API --------------------------------------------------------
@@ -282,7 +282,7 @@ class GatewayApi:
                                      param="announcement", code="invalid_announcement")
         except oe.OpenAIError as exc:
             return error_response(exc)
-        worker_id = await asyncio.to_thread(store.save_worker, state.engine, payload, time.time())
+        worker_id = await state.write(store.save_worker, state.engine, payload, time.time())
         await state.refresh_registry()
         worker = state.router.workers.get(worker_id)
         return Response(orjson.dumps({
@@ -317,7 +317,7 @@ class GatewayApi:
                     param="epoch", code="wrong_epoch")
         except oe.OpenAIError as exc:
             return error_response(exc)
-        epoch = await asyncio.to_thread(store.save_heartbeat, state.engine, payload, time.time())
+        epoch = await state.write(store.save_heartbeat, state.engine, payload, time.time())
         state.router.heartbeat(payload["operator"], epoch)
         return Response(orjson.dumps({"operator": payload["operator"], "epoch": epoch,
                                       "accepted": True}), media_type=JSON)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -21,6 +22,7 @@ from ops_tools.services.gateway.pricing import Price
 from ops_tools.services.gateway.router import Router, RouterPolicy, Worker
 
 log = logging.getLogger("net.gateway")
+FINAL_SETTLE_TIMEOUT_S = 8.0
 
 
 class GatewayState:
@@ -56,6 +58,13 @@ class GatewayState:
             limits=httpx.Limits(max_connections=2000, max_keepalive_connections=500),
             headers={"Authorization": f"Bearer {worker_secret}"},
         )
+        # Database writes: SQLite has one write lock, and its busy handler waits by sleeping
+        # (1, 2, 5, 10 ms, ...), so concurrent writers in one process queue on one thread
+        # instead (each write is well under a millisecond); PostgreSQL's row locks wait without
+        # sleeping, so there every request gets a thread.
+        sqlite = engine.dialect.name == "sqlite"
+        self._writer = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1 if sqlite else 64, thread_name_prefix="gw-write")
         self._tasks: list[asyncio.Task[Any]] = []
         self._background: set[asyncio.Task[Any]] = set()
 
@@ -80,8 +89,7 @@ class GatewayState:
         # threads) would queue them behind each other under concurrency.
         asyncio.get_running_loop().set_default_executor(
             concurrent.futures.ThreadPoolExecutor(max_workers=64, thread_name_prefix="gw-db"))
-        closed = await asyncio.to_thread(store.forget_other_networks, self.engine,
-                                         self.genesis_hash)
+        closed = await self.write(store.forget_other_networks, self.engine, self.genesis_hash)
         if any(closed.values()):
             log.info("forgot the previous network's state: %s", closed)
         await self.refresh_registry()
@@ -103,7 +111,19 @@ class GatewayState:
                 await task
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
+        if self.settlement is not None:
+            # A reset stops the services before the chain: pay what is owed while it still
+            # runs (what cannot be paid is closed by the next start on the new network).
+            try:
+                await asyncio.wait_for(self.settle(), FINAL_SETTLE_TIMEOUT_S)
+            except Exception as exc:
+                log.warning("final settlement did not finish: %s", exc)
         await self.client.aclose()
+        self._writer.shutdown(wait=True)
+
+    async def write(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run the store function ``fn`` on the writer thread(s)."""
+        return await asyncio.get_running_loop().run_in_executor(self._writer, fn, *args)
 
     def spawn(self, coro: Any) -> None:
         """A fire-and-forget task that ``stop`` still waits for (receipts are never lost)."""
@@ -173,9 +193,7 @@ class GatewayState:
         """Pay each operator what its receipts earned: one signed transfer per operator."""
         if self.settlement is None:
             return []
-        claims = await asyncio.to_thread(
-            store.claim_for_settlement, self.engine, self.genesis_hash
-        )
+        claims = await self.write(store.claim_for_settlement, self.engine, self.genesis_hash)
         done = []
         for sid, operator, amount, count in claims:
             try:
@@ -183,16 +201,16 @@ class GatewayState:
                     chain_io.transfer, self.rpc_url, self.settlement, operator, amount
                 )
             except Exception as exc:
-                await asyncio.to_thread(
+                await self.write(functools.partial(
                     store.finish_settlement, self.engine, sid, extrinsic_hash=None,
                     block_hash=None, block_number=None, error=f"{type(exc).__name__}: {exc}",
-                )
+                ))
                 log.warning("settlement of %s to %s failed: %s", amount, operator, exc)
                 continue
-            await asyncio.to_thread(
+            await self.write(functools.partial(
                 store.finish_settlement, self.engine, sid, extrinsic_hash=tx.extrinsic_hash,
                 block_hash=tx.block_hash, block_number=tx.block_number, error=None,
-            )
+            ))
             done.append({"operator": operator, "amount": amount, "receipts": count,
                          "extrinsic_hash": tx.extrinsic_hash, "block_number": tx.block_number})
         return done
