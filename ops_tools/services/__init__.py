@@ -1,0 +1,1 @@
+"""Public services of the network (see docs/services.md)."""
