@@ -154,7 +154,8 @@ class Faucet:
         opened = self.ledger.open(genesis, recipient_hash, client_hash,
                                   self.settings.drip_plancks, idem_hash)
         if isinstance(opened, DripRow):
-            return Started(recipient, genesis, replay=self._replay(opened, recipient_hash))
+            replay = {"recipient": recipient, **self._replay(opened, recipient_hash)}
+            return Started(recipient, genesis, replay=replay)
         drip_id = opened
         try:
             self._precheck(recipient)
@@ -276,8 +277,10 @@ class Faucet:
             "next_drip_at": policy.iso(started.reserved_at + window),
             "retry_after_s": window,
         }
+        # Kept for idempotent replays, without the address: the ledger holds only its hash.
+        stored = {k: v for k, v in result.items() if k != "recipient"}
         self.ledger.update(started.drip_id, status="included", block_hash=ticket.block_hash,
-                           block_number=ticket.block_number, response=result)
+                           block_number=ticket.block_number, response=stored)
         started.result = result
         return result
 

@@ -47,6 +47,7 @@ class Running:
 
 def faucet_config(tmp: Path, node: DevNode, *, database_url: str | None = None,
                   seed: str = FAUCET_SEED, **overrides: Any) -> Path:
+    tmp.mkdir(parents=True, exist_ok=True)
     seed_file = tmp / "faucet.seed"
     seed_file.write_text(seed + "\n")
     os.chmod(seed_file, 0o600)
