@@ -75,7 +75,7 @@ def chain_spec(tmp: Path, slot_ms: int) -> Path:
     patch = plain["genesis"]["runtimeGenesis"]["patch"]
     patch["aura"]["slotDurationMs"] = slot_ms
     faucet = Keypair.create_from_uri(FAUCET_SEED, ss58_format=42).ss58_address
-    patch["balances"]["balances"].append([faucet, 10**21])
+    patch["balances"]["balances"].append([faucet, 10**18])
     path = tmp / "bench-spec.json"
     path.write_text(json.dumps(plain))
     return path
@@ -120,10 +120,18 @@ def main() -> None:
         faucet_url = f"http://127.0.0.1:{faucet_port}"
         env = {k: v for k, v in os.environ.items() if not k.startswith("NET_")}
         with process(node_args, tmp / "devnode.log", cwd=tmp):
-            wait("devnode", lambda: int(rpc(node_http, "chain_getHeader")["number"], 16) >= 1)
+            try:
+                wait("devnode", lambda: int(rpc(node_http, "chain_getHeader")["number"], 16) >= 1)
+            except RuntimeError:
+                print((tmp / "devnode.log").read_text()[-2000:], file=sys.stderr)
+                raise
             with process([sys.executable, "-m", "ops_tools.services.faucet.api", "--config",
                           str(config)], tmp / "faucet.log", cwd=ROOT, env=env):
-                wait("faucet", lambda: httpx.get(faucet_url + "/ready").status_code == 200)
+                try:
+                    wait("faucet", lambda: httpx.get(faucet_url + "/ready").status_code == 200)
+                except RuntimeError:
+                    print((tmp / "faucet.log").read_text()[-2000:], file=sys.stderr)
+                    raise
                 run(faucet_url, args)
 
 

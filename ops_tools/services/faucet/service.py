@@ -193,7 +193,11 @@ class Faucet:
     def _precheck(self, recipient: str) -> None:
         need = self.settings.drip_plancks
         try:
-            balance = self.refresh_balance()
+            # The background refresh keeps the faucet's own balance fresh enough: a drip it
+            # cannot pay is refused by the node and spends nothing.
+            balance = self.known_balance()
+            if balance is None:
+                balance = self.refresh_balance()
             held = self.signer.free_balance(recipient)
         except ChainUnavailable as exc:
             raise ApiError(503, "chain_unavailable", f"{exc}; try again later",

@@ -30,6 +30,31 @@ log = logging.getLogger("net.faucet.signer")
 _NONCE_ERRORS = ("Priority is too low", "Transaction is outdated", "Stale", "outdated")
 
 
+class PinnedSubstrate(SubstrateInterface):
+    """substrate-interface asks the node for the head, its header and its runtime version
+    before every compose, sign and query (eight round trips per transfer, under the signer's
+    lock). The faucet pins the runtime it loaded instead; the signer drops the client (and so
+    the pin) after any refusal or transport error, so a runtime upgrade costs one refused
+    request and the next one loads the new metadata."""
+
+    _pinned = False
+    _genesis: str | None = None
+
+    def init_runtime(self, block_hash: str | None = None, block_id: int | None = None) -> Any:
+        if self._pinned and block_hash is None and block_id is None:
+            return None
+        result = super().init_runtime(block_hash=block_hash, block_id=block_id)
+        self._pinned = True
+        return result
+
+    def get_block_hash(self, block_id: int | None = None) -> str:
+        if block_id == 0:
+            if self._genesis is None:
+                self._genesis = super().get_block_hash(0)
+            return self._genesis
+        return super().get_block_hash(block_id)
+
+
 class SignerError(Exception):
     """The drip did not happen (``spent`` False) or its fate is unknown (``spent`` None)."""
 
@@ -125,7 +150,8 @@ class Signer:
         client = getattr(self, attr)
         if client is None:
             try:
-                client = SubstrateInterface(url=self.url, ss58_format=self._ss58)
+                client = PinnedSubstrate(url=self.url, ss58_format=self._ss58)
+                client.init_runtime()
             except Exception as exc:
                 raise ChainUnavailable(f"the chain RPC {self.url} is unreachable ({exc})") from exc
             setattr(self, attr, client)
@@ -198,6 +224,7 @@ class Signer:
                 f"{error.get('message', '')}: {error.get('data', '')}".strip(": ")
                 if isinstance(error, dict) else str(error)
             )
+            self._submitter = None  # reload the runtime next time: it may have been upgraded
             if any(marker in text for marker in _NONCE_ERRORS):
                 raise SignerError("nonce", text) from exc
             raise SignerError("pool_rejected", f"the node refused the transfer: {text}") from exc
