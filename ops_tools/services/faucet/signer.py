@@ -241,11 +241,18 @@ class Signer:
 
     def _follow(self) -> None:
         last = None
+        failing = False
         while not self._stop.is_set():
             try:
                 last = self._follow_once(last)
+                if failing:
+                    log.info("block follower: the chain answers again")
+                failing = False
             except Exception as exc:  # the node restarts or drops a request: try again
-                log.warning("block follower: %s", exc)
+                # Once per outage, not once per poll: a reset takes the chain away for seconds.
+                if not failing:
+                    log.warning("block follower: %s; retrying", exc)
+                failing = True
             self._stop.wait(self._poll)
 
     def _forget(self, xt_hash: str) -> None:
