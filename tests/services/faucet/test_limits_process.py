@@ -3,9 +3,12 @@ SQLite and PostgreSQL, a network reset, and the secret kept out of logs, argv an
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -188,3 +191,23 @@ def test_the_secret_is_in_no_log_line_command_line_or_error(
         assert mnemonic not in text_
         assert " ".join(words[:3]) not in text_
     assert '"level": "debug"' in faucet.log_text() or '"request_id"' in faucet.log_text()
+
+
+def test_sigterm_finishes_the_drip_in_flight(funded_faucet: DevNode, tmp_path: Path) -> None:
+    cfg = faucet_config(tmp_path, funded_faucet)
+    dest = fresh("sigterm")
+    with run_faucet(cfg) as faucet, concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(faucet.post, {"recipient": dest})
+        deadline = time.monotonic() + 30
+        # Wait until the drip is submitted (in flight), then ask the faucet to stop.
+        while "faucet_drips_in_flight 1.0" not in httpx.get(faucet.url + "/metrics").text:
+            assert time.monotonic() < deadline, "the drip was never in flight"
+            time.sleep(0.05)
+        faucet.proc.send_signal(signal.SIGTERM)
+        answer = pending.result(timeout=60)
+        assert faucet.proc.wait(timeout=60) is not None
+    assert answer.status_code == 200, answer.text
+    assert free_balance(funded_faucet.reader(), dest) == DRIP
+    with run_faucet(cfg) as faucet:
+        again = faucet.post({"recipient": dest})
+    assert again.status_code == 429 and again.json()["error"]["code"] == "recipient_limit"
