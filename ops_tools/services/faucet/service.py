@@ -94,7 +94,9 @@ class Faucet:
             need = self.settings.drip_plancks
             if balance < need:
                 return CheckResult(False, self._empty_message(balance))
-            return CheckResult(True, f"{balance} plancks, {balance // need} drips")
+            tokens = format_tokens(balance, self.settings.token_decimals)
+            return CheckResult(True, f"balance {tokens} {self.settings.token_symbol}"
+                                     f" ({balance} plancks), {balance // need} drips left")
 
         return ReadyCheck("faucet_balance", probe)
 
