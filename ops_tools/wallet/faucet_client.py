@@ -89,6 +89,6 @@ def _refusal(url: str, exc: urllib.error.HTTPError) -> OpsError:
         return OpsError(f"faucet {url}: HTTP {exc.code} without an error object")
     message = f"faucet refused ({exc.code} {error.get('code', 'error')}): {error.get('message')}"
     retry = exc.headers.get("Retry-After") if exc.headers else None
-    if retry and "retry" not in message.lower():
+    if retry and "next_drip_at" not in error:  # a limit's message already says when
         message += f"; retry after {retry} s"
     return FaucetRefusal(message, exc.code, error)
