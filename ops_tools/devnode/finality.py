@@ -104,12 +104,13 @@ class Finality:
         chain.import_listeners.append(self._on_import)
 
     def _on_import(self, head: Head, is_best: bool, origin: str) -> None:
-        # Even a non-best import gets a round: a vote may have arrived before its block.
+        # Even a non-best import gets a round: a vote may have arrived before its block. It
+        # never displaces a pending best block's round, though (that one gets the vote).
         entry = (time.monotonic() + self.delay, head.hash)
         if self._due is None:
             self._due = entry
             self.later(self.delay, self._round)
-        else:
+        elif is_best or self._next is None:
             self._next = entry
 
     def _round(self) -> None:
