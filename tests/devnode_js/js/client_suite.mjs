@@ -5,7 +5,7 @@
 //
 // Funds a fresh account from //Alice (a transfer awaited with `status.isInBlock`, then
 // `status.isFinalized`), then from that account: OperatorStake.register one planck below
-// MinStake and at MinStake, a heartbeat for the current epoch and one for two epochs ahead.
+// MinStake and at MinStake, then a heartbeat for the current epoch and one two epochs ahead.
 // Every warning or error the client logs is captured and reported.
 
 import { ApiPromise, Keyring, WsProvider } from '@polkadot/api';
@@ -62,6 +62,20 @@ function submit(api, tx, signer, options = {}) {
   });
 }
 
+// Submit transactions at consecutive nonces, each in the pool before the next is signed (as a
+// script awaiting `send` would have it); records each one's statuses under its name.
+async function submitBatch(api, signer, out, steps) {
+  const nonce = (await api.rpc.system.accountNextIndex(signer.address)).toNumber();
+  const pending = [];
+  for (const [i, [name, tx]] of steps.entries()) {
+    pending.push(submit(api, tx, signer, { nonce: nonce + i }).then((seen) => [name, seen]));
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  for (const [name, seen] of await Promise.all(pending)) {
+    out[name] = seen;
+  }
+}
+
 async function main() {
   const started = Date.now();
   const api = await ApiPromise.create({ provider: new WsProvider(url), throwOnConnect: true });
@@ -96,26 +110,21 @@ async function main() {
   const account = await api.query.system.account(operator.address);
   out.operatorFree = account.data.free.toString();
 
-  // Four transactions from the operator at consecutive nonces, so they share a block or two.
-  const epoch = (await api.query.operatorStake.currentEpoch()).toNumber();
-  out.epoch = epoch;
-  const nonce = (await api.rpc.system.accountNextIndex(operator.address)).toNumber();
+  // From the operator, at consecutive nonces (so each pair may share a block): registration
+  // one planck below MinStake and at MinStake; then heartbeats for the epoch current after
+  // registration (the rule compares with the epoch registration recorded, which an epoch
+  // boundary in between could move past a stale reading) and for two epochs ahead of it.
   const zeroHash = `0x${'00'.repeat(32)}`;
-  const steps = [
+  await submitBatch(api, operator, out, [
     ['registerBelowMin', api.tx.operatorStake.register(minStake - 1n, zeroHash)],
     ['registerAtMin', api.tx.operatorStake.register(minStake, zeroHash)],
+  ]);
+  const epoch = (await api.query.operatorStake.currentEpoch()).toNumber();
+  out.epoch = epoch;
+  await submitBatch(api, operator, out, [
     ['heartbeatCurrent', api.tx.operatorStake.heartbeat(epoch)],
     ['heartbeatTwoAhead', api.tx.operatorStake.heartbeat(epoch + 2)],
-  ];
-  const pending = [];
-  for (const [i, [name, tx]] of steps.entries()) {
-    // Each is in the pool before the next is signed, as a script awaiting `send` would have it.
-    pending.push(submit(api, tx, operator, { nonce: nonce + i }).then((seen) => [name, seen]));
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  for (const [name, seen] of await Promise.all(pending)) {
-    out[name] = seen;
-  }
+  ]);
   const record = await api.query.operatorStake.operators(operator.address);
   out.operatorRecord = record.isSome ? record.unwrap().toJSON() : null;
 
