@@ -14,11 +14,13 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ops_tools.chain.rpc import RpcClient
 from ops_tools.chainspec.header import DIGEST_PRE_RUNTIME, DigestItem
 from ops_tools.chainspec.scale import Reader
 from tests.conftest import ROOT
+from tests.devnode_js import client as js_client
 
 pytestmark = pytest.mark.slow
 OPS_TOOLS = Path(sys.executable).with_name("ops-tools")
@@ -90,6 +92,16 @@ def test_both_authorities_author(localnet):
         header = client.call("chain_getHeader", [client.call("chain_getBlockHash", [n])])
         authors.add(slot_of(header) % 2)
     assert authors == {0, 1}
+
+
+def test_polkadot_js_client_on_the_public_endpoint(localnet):
+    # The script of tests/devnode_js, unchanged, against the public RPC node: finality there
+    # needs both authorities' votes, gossiped to a node that authors nothing.
+    problem = js_client.ensure_installed()
+    assert not problem, problem
+    symbol = yaml.safe_load((ROOT / "chainspec" / "networks" / "local.yml").read_text())["token"]
+    report = js_client.run_client_suite(PUBLIC.replace("http://", "ws://"))
+    js_client.check_report(report, token_symbol=symbol["symbol"])
 
 
 def test_second_up_changes_nothing(localnet):
