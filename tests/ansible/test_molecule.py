@@ -18,7 +18,7 @@ def _processes_under(path: Path) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("role", ["supervisor", "node", "authority", "rpc"])
+@pytest.mark.parametrize("role", ["supervisor", "node", "authority", "rpc", "docs"])
 def test_molecule_scenario(role: str, tmp_path: Path) -> None:
     ephemeral = tmp_path / "molecule"
     env = ansible_env(MOLECULE_EPHEMERAL_DIRECTORY=str(ephemeral))
