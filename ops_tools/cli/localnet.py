@@ -37,6 +37,7 @@ def up(
                 "changed": result.changed,
                 "finalized": result.finalized,
                 "endpoints": [e.__dict__ for e in result.endpoints],
+                "public": result.public,
             }
         )
         return
@@ -46,6 +47,8 @@ def up(
     for e in result.endpoints:
         table.add_row(e.host, e.role, e.rpc, e.p2p, e.prometheus or "-", e.peer_id or "-")
     console.print(table)
+    for name, url in result.public.items():
+        console.print(f"{name}: {url}")
     console.print(
         f"finalized #{result.finalized}; {result.changed} change(s) applied;"
         f" state in {localnet_dir()}"

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,8 @@ class UpResult:
     changed: int
     finalized: int
     endpoints: list[Endpoint]
+    # The network's public addresses: rpc_url, docs_url (when the docs site is deployed).
+    public: dict[str, str] = field(default_factory=dict)
 
 
 def devnode_binary() -> Path:
@@ -125,7 +128,19 @@ def up(on_step: Callable[[str], None] = lambda _: None, strategy: str | None = N
     wait_serving(public.rpc, genesis, READY_TIMEOUT_S)
     on_step("waiting for finality to advance")
     _, finalized = wait_finality_advances(public.rpc, READY_TIMEOUT_S, since=baseline)
-    return UpResult(genesis, result.changed, finalized, endpoints)
+    return UpResult(genesis, result.changed, finalized, endpoints, public_urls(state, public))
+
+
+def public_urls(state: Path, rpc: Endpoint) -> dict[str, str]:
+    """The public endpoint's URL and, from the docs site's host manifest, the docs site's."""
+    public = {"rpc_url": rpc.rpc}
+    try:
+        docs = json.loads((state / "docs" / MANIFEST_NAME).read_text())
+    except (OSError, ValueError):
+        return public
+    if isinstance(docs, dict) and docs.get("url"):
+        public["docs_url"] = str(docs["url"])
+    return public
 
 
 def _finalized_before(state: Path, genesis: str) -> int | None:
