@@ -159,15 +159,20 @@ def _tool_versions() -> str:
 
 
 def run_mkdocs(config_file: Path) -> None:
+    # Not --quiet: it hides the warnings from the counter that makes --strict fail the build.
     proc = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "-f", str(config_file)],
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config_file)],
         capture_output=True,
         text=True,
         timeout=MKDOCS_TIMEOUT_S,
         check=False,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1", "NO_COLOR": "1"},
     )
     if proc.returncode != 0:
-        lines = [ln for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
+        lines = [
+            ln for ln in (proc.stderr + proc.stdout).splitlines()
+            if ln.startswith(("WARNING", "ERROR", "Aborted", "Error", "Config"))
+        ]
         raise OpsError(
             "mkdocs build --strict failed: " + (" | ".join(lines[-8:]) or f"exit {proc.returncode}")
         )
