@@ -20,7 +20,7 @@ import pytest
 
 from ops_tools.chainspec.runtime import build_runtime_blob
 from ops_tools.devnode.runtime.blob import VERSION
-from ops_tools.docsite.build import build_site, default_sources
+from ops_tools.docsite.build import Built, build_site, default_sources
 from ops_tools.docsite.store import publish_release
 from tests.conftest import ROOT, free_port
 
@@ -63,7 +63,7 @@ class Site:
     def publish(self, render_dir: Path, now: str | None = None) -> None:
         publish_release(self.store, render_dir, DEVNODE, "devnode", now=now)
 
-    def build(self):  # noqa: ANN201 - build.Built
+    def build(self) -> Built:
         return build_site(default_sources(ROOT), self.store, self.endpoints, self.site)
 
 
@@ -88,8 +88,11 @@ class Nginx:
             pytest.skip("nginx is not installed (scripts/bootstrap installs it)")
         for sub in ("nginx/tmp", "logs"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
-        env = jinja2.Environment(loader=jinja2.FileSystemLoader(ROLE_TEMPLATES), autoescape=False,
-                                 undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+        # An nginx configuration, not HTML: nothing to escape (Ansible renders it the same way).
+        env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(ROLE_TEMPLATES), autoescape=False,  # noqa: S701
+            undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+        )
         conf = self.root / "nginx" / "nginx.conf"
         conf.write_text(env.get_template("nginx/nginx.conf.j2").render(
             docs_nginx_user=getpass.getuser(), docs_root_dir=str(self.root),

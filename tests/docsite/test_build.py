@@ -45,7 +45,8 @@ def test_site_lists_the_current_release_and_serves_its_files(renders: dict[str, 
     assert hashlib.sha256(raw).hexdigest() == m["raw_spec_sha256"]
     assert (served / "releases" / m["genesis_hash"] / "raw.json").read_bytes() == raw
     identity = text_of(served / "network" / "identity" / "index.html")
-    assert m["network"]["id"] in identity and f"Runtime spec version {m['runtime']['spec_version']}" in identity
+    assert m["network"]["id"] in identity
+    assert f"Runtime spec version {m['runtime']['spec_version']}" in identity
     assert "ws://127.0.0.1:9944" in text_of(served / "network" / "endpoints" / "index.html")
     assert check_site(served) == []
 
@@ -59,7 +60,8 @@ def test_same_inputs_build_nothing_and_a_new_release_rebuilds(renders: dict[str,
     site.publish(renders["second"])
     second = site.build()
     assert second.changed and second.build_dir != first.build_dir
-    old, new = manifest(renders["first"])["genesis_hash"], manifest(renders["second"])["genesis_hash"]
+    old = manifest(renders["first"])["genesis_hash"]
+    new = manifest(renders["second"])["genesis_hash"]
     assert second.current_genesis == new
     page = site.site.resolve() / "releases" / "index.html"
     text = text_of(page)
@@ -78,7 +80,7 @@ def test_a_broken_internal_link_fails_the_strict_build(renders: dict[str, Path],
     (docs / "page.md").write_text("# A page\n\nSee [the missing page](missing.md).\n")
     sources = Sources(ROOT / "mkdocs.yml", docs, default_sources(ROOT).guides)
     site.publish(renders["first"])
-    with pytest.raises(OpsError, match="mkdocs build --strict failed.*missing.md"):
+    with pytest.raises(OpsError, match=r"mkdocs build --strict failed.*missing\.md"):
         build_site(sources, site.store, site.endpoints, site.site)
     assert not site.site.exists()  # nothing half-built is served
 

@@ -31,7 +31,8 @@ def test_published_files_are_the_render_byte_for_byte(renders: dict[str, Path],
     assert result.changed and result.current["genesis_hash"] == genesis
     folder = store / genesis
     assert sha256(folder / "raw.json") == manifest["raw_spec_sha256"]
-    assert (folder / "manifest.json").read_bytes() == (renders["first"] / "manifest.json").read_bytes()
+    rendered_manifest = (renders["first"] / "manifest.json").read_bytes()
+    assert (folder / "manifest.json").read_bytes() == rendered_manifest
     assert sha256(folder / "devnode") == sha256(DEVNODE)
     (entry,) = read_index(store)["releases"]
     assert entry["files"]["raw.json"]["sha256"] == manifest["raw_spec_sha256"]
@@ -65,15 +66,15 @@ def test_a_raw_spec_that_does_not_match_its_manifest_is_refused(renders: dict[st
 
 
 def test_bad_inputs_name_what_is_wrong(renders: dict[str, Path], tmp_path: Path) -> None:
-    with pytest.raises(InputError, match="--render-dir .*no manifest.json"):
+    with pytest.raises(InputError, match=r"--render-dir .*no manifest\.json"):
         publish_release(tmp_path / "s", tmp_path, DEVNODE, "devnode")
-    with pytest.raises(InputError, match="--node-binary .*no such file"):
+    with pytest.raises(InputError, match=r"--node-binary .*no such file"):
         publish_release(tmp_path / "s", renders["first"], tmp_path / "nope", "devnode")
     with pytest.raises(InputError, match="--node-kind 'docker'"):
         publish_release(tmp_path / "s", renders["first"], DEVNODE, "docker")
     (tmp_path / "s").mkdir()
     (tmp_path / "s" / "index.json").write_text("{")
-    with pytest.raises(InputError, match="index.json: not JSON"):
+    with pytest.raises(InputError, match=r"index\.json: not JSON"):
         read_index(tmp_path / "s")
 
 
