@@ -70,7 +70,7 @@ def default_sources(project_root: Path) -> Sources:
 def _title(markdown: Path) -> str:
     for line in markdown.read_text().splitlines():
         if line.startswith("# "):
-            return line[2:].strip()
+            return line[2:].replace("`", "").strip()  # the nav shows titles as plain text
     return markdown.stem.replace("-", " ").capitalize()
 
 
