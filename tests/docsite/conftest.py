@@ -136,3 +136,9 @@ def nginx(tmp_path: Path) -> Iterator[Nginx]:
 def fetch(url: str) -> bytes:
     with urllib.request.urlopen(url, timeout=10) as resp:
         return resp.read()
+
+
+# The operator suite's fixtures (an sshd on a loopback address, two development-node
+# authorities on free ports, the full-node play over SSH), for the play that takes the site's
+# release files.
+from tests.operator.conftest import keystores, localnet, operator, specs, sshd  # noqa: E402, F401
