@@ -135,7 +135,7 @@ def public_urls(state: Path, rpc: Endpoint) -> dict[str, str]:
     """The public endpoint's URL and, from the docs site's host manifest, the docs site's."""
     public = {"rpc_url": rpc.rpc}
     try:
-        docs = json.loads((state / "docs" / MANIFEST_NAME).read_text())
+        docs = json.loads((state / "docs" / "published.json").read_text())
     except (OSError, ValueError):
         return public
     if isinstance(docs, dict) and docs.get("url"):

@@ -13,7 +13,7 @@ import pytest
 
 from ops_tools.docsite.build import Sources, build_site, default_sources
 from ops_tools.docsite.linkcheck import check_site
-from ops_tools.errors import OpsError
+from ops_tools.errors import InputError, OpsError
 from tests.docsite.conftest import ROOT, VENV_BIN, Site
 
 
@@ -120,3 +120,12 @@ def test_cli_publish_and_build(renders: dict[str, Path], tmp_path: Path) -> None
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines() == [
         "error: --endpoint 'no-equals-sign': expected NAME=URL, e.g. rpc_url=wss://rpc.example"]
+
+
+def test_a_missing_page_fails_the_build(renders: dict[str, Path], site: Site,
+                                        tmp_path: Path) -> None:
+    sources = Sources(ROOT / "mkdocs.yml", ROOT / "docs",
+                      {"operators/full-node.md": tmp_path / "gone.md"})
+    site.publish(renders["first"])
+    with pytest.raises(InputError, match=r"gone\.md: no such file"):
+        build_site(sources, site.store, site.endpoints, site.site)
