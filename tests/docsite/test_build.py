@@ -115,6 +115,16 @@ def test_cli_publish_and_build(renders: dict[str, Path], tmp_path: Path) -> None
     assert json.loads(second.stdout)["changed"] is False
     page = (out / "releases" / "index.html").read_text()
     assert "http://127.0.0.1:8080/releases/current/raw.json" in page
+    # publish --site: publish and build in one process (what roles/docs runs).
+    both = subprocess.run([ops, "docs", "publish", "--store", str(store), "--render-dir",
+                           str(renders["second"]), "--node-binary", str(VENV_BIN / "devnode"),
+                           "--node-kind", "devnode", "--site", str(out), "--json"],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert both.returncode == 0, both.stderr
+    result = json.loads(both.stdout)
+    assert result["published"] and result["built"] and result["changed"]
+    assert result["current_genesis"] == manifest(renders["second"])["genesis_hash"]
+    assert result["replaced"] == manifest(renders["first"])["genesis_hash"]
     bad = subprocess.run([*build, "--endpoint", "no-equals-sign"], capture_output=True,
                          text=True, timeout=120, check=False)
     assert bad.returncode == 2
