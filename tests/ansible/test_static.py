@@ -69,10 +69,11 @@ def test_testnet_inventory_has_the_public_networks_shape() -> None:
     inv = _inventory("testnet")
     assert sorted(inv["authorities"]["hosts"]) == ["authority-0", "authority-1"]
     assert inv["rpc_nodes"]["hosts"] == ["rpc-0"]
-    assert inv["services"]["hosts"] == ["services-0"]
-    assert inv["docs"]["hosts"] == ["services-0"]
-    docs = inv["_meta"]["hostvars"]["services-0"]
+    assert inv["docs"]["hosts"] == ["docs-0"]
+    docs = inv["_meta"]["hostvars"]["docs-0"]
+    assert docs["ansible_host"] == "services-0.testnet.invalid"
     assert docs["docs_tls"] is True and docs["docs_public_hostname"]
+    assert docs["net_public_endpoints"]["docs_url"] == "https://" + docs["docs_public_hostname"]
     rpc = inv["_meta"]["hostvars"]["rpc-0"]
     assert rpc["rpc_proxy_enabled"] is True
     assert len(rpc["rpc_public_hostnames"]) == 2  # the public URL's host and its alias
