@@ -6,11 +6,15 @@ real playbooks. The network lives in a temporary NET_LOCALNET_DIR and is purged 
 
 from __future__ import annotations
 
+import hashlib
+import html
 import json
 import os
+import re
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -77,6 +81,27 @@ def test_public_endpoint_serves_the_rendered_genesis_with_finality(localnet):
     assert result["public"]["rpc_url"] == "ws://127.0.0.1:9944"
     assert {f"{s['service']}_url" for s in result["services"]} == set(result["public"]) - {
         "rpc_url"}
+
+
+def test_docs_site_publishes_the_genesis_the_network_serves(localnet, tmp_path):
+    """The release page lists chain_getBlockHash [0]; its raw.json has the listed sha256 and,
+    computed offline, that genesis hash."""
+    _env, result, _state = localnet
+    docs = result["public"]["docs_url"]
+    assert result["public"]["rpc_url"] == "ws://127.0.0.1:9944"
+    served = RpcClient(PUBLIC).call("chain_getBlockHash", [0])
+    with urllib.request.urlopen(docs + "/releases/", timeout=10) as resp:
+        page = html.unescape(re.sub(r"<[^>]+>", " ", resp.read().decode()))
+    assert re.search(rf"Genesis hash\s+{served}\s", page), page
+    listed = re.search(r"raw\.json\s+raw chain spec\s+([0-9a-f]{64})", page)
+    assert listed is not None, page
+    with urllib.request.urlopen(docs + "/releases/current/raw.json", timeout=10) as resp:
+        raw = resp.read()
+    assert hashlib.sha256(raw).hexdigest() == listed.group(1)
+    (tmp_path / "raw.json").write_bytes(raw)
+    offline = ops("chainspec", "genesis-hash", str(tmp_path / "raw.json"), env=os.environ.copy())
+    assert offline.returncode == 0, offline.stderr
+    assert offline.stdout.strip() == served
 
 
 def test_both_authorities_author(localnet):
