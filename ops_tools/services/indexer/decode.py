@@ -20,13 +20,34 @@ class DecodeError(Exception):
     """A block or its events do not decode with the metadata of their spec version."""
 
 
+class _CachingConfig(RuntimeConfigurationObject):
+    """scalecodec builds a new decoder class on every lookup of a composite type string
+    (``Vec<...>``, tuples, arrays), which dominates decoding time; once the registry of a spec
+    version is complete the answer for a type string never changes, so it is kept."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._classes: dict[str, Any] = {}
+        self.frozen = False
+
+    def get_decoder_class(self, type_string: str | dict[str, Any]) -> Any:
+        if not self.frozen or not isinstance(type_string, str):
+            return super().get_decoder_class(type_string)
+        found = self._classes.get(type_string)
+        if found is None:
+            found = super().get_decoder_class(type_string)
+            if found is not None:
+                self._classes[type_string] = found
+        return found
+
+
 class Runtime:
     """The decoders of one spec version."""
 
     def __init__(self, spec_version: int, metadata_hex: str, ss58_format: int = 42) -> None:
         self.spec_version = spec_version
         self.ss58_format = ss58_format
-        self.config = RuntimeConfigurationObject(ss58_format=ss58_format)
+        self.config = _CachingConfig(ss58_format=ss58_format)
         self.config.update_type_registry(load_type_registry_preset("core"))
         self.metadata = self.config.create_scale_object(
             "MetadataVersioned", data=ScaleBytes(metadata_hex)
@@ -34,6 +55,7 @@ class Runtime:
         self.metadata.decode()
         self.config.add_portable_registry(self.metadata)
         self.config.set_active_spec_version_id(spec_version)
+        self.config.frozen = True
         self.events_type = (
             self.metadata.get_metadata_pallet("System")
             .get_storage_function("Events")

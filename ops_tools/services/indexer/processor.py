@@ -65,6 +65,7 @@ class Processor:
         self.o = options
         self.db = db
         self.runtimes: dict[int, Runtime] = {}
+        self._loading: dict[int, asyncio.Future[Runtime]] = {}
         self.runtime_genesis: str | None = None
         self.stopping = asyncio.Event()
         self.synced = asyncio.Event()  # set after each completed sync (tests, benchmarks)
@@ -138,6 +139,7 @@ class Processor:
                      net.reset_count)
         if self.runtime_genesis != genesis:
             self.runtimes.clear()  # another chain may reuse a spec version with other types
+            self._loading.clear()
             self.runtime_genesis = genesis
         fin_number = int((await rpc.call("chain_getHeader", [fin_hash]))["number"], 16)
         best = int(best_header["number"], 16)
@@ -260,9 +262,7 @@ class Processor:
             versions = [v["specVersion"] for v in await rpc.batch(
                 [("state_getRuntimeVersion", [h]) for h in hashes])]
         for version, h in zip(versions, hashes, strict=True):
-            if version not in self.runtimes:
-                metadata = await rpc.call("state_getMetadata", [h])
-                self.runtimes[version] = Runtime(version, metadata, self.o.ss58_format)
+            await self._runtime(rpc, version, h)
         out = []
         for i, (n, h) in enumerate(zip(numbers, hashes, strict=True)):
             signed, events = answers[2 * i], answers[2 * i + 1]
@@ -273,6 +273,24 @@ class Processor:
                                 extrinsics=block["extrinsics"], events=events,
                                 spec_version=versions[i]))
         return out
+
+    async def _runtime(self, rpc: RpcClient, version: int, at: str) -> Runtime:
+        """The decoders of ``version``, built once even when batches fetched side by side all
+        meet a new version (decoding the metadata takes a second or more)."""
+        if version in self.runtimes:
+            return self.runtimes[version]
+        if version not in self._loading:
+            async def load() -> Runtime:
+                metadata = await rpc.call("state_getMetadata", [at])
+                runtime = await asyncio.to_thread(Runtime, version, metadata, self.o.ss58_format)
+                self.runtimes[version] = runtime
+                return runtime
+            self._loading[version] = asyncio.ensure_future(load())
+        try:
+            return await asyncio.shield(self._loading[version])
+        finally:
+            if self._loading.get(version) is not None and self._loading[version].done():
+                self._loading.pop(version, None)
 
     async def _all_keys(self, rpc: RpcClient, prefix: bytes, at: str) -> set[str]:
         prefix_hex = "0x" + prefix.hex()
@@ -291,10 +309,7 @@ class Processor:
         if not accounts and not operators:
             return {}, {}
         version = (await rpc.call("state_getRuntimeVersion", [at]))["specVersion"]
-        if version not in self.runtimes:
-            self.runtimes[version] = Runtime(version, await rpc.call("state_getMetadata", [at]),
-                                             self.o.ss58_format)
-        runtime = self.runtimes[version]
+        runtime = await self._runtime(rpc, version, at)
         acc_keys = {_storage_key(ACCOUNT_PREFIX, a): a for a in sorted(accounts)}
         op_keys = {_storage_key(OPERATOR_PREFIX, a): a for a in sorted(operators)}
         values: dict[str, str | None] = {}
