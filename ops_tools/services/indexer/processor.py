@@ -199,6 +199,9 @@ class Processor:
         ranges = [(lo, min(lo + self.o.batch_size - 1, best))
                   for lo in range(start, best + 1, self.o.batch_size)]
         pending: list[asyncio.Task[list[RawBlock]]] = []
+        # One batch is written (in a thread) while the next one is decoded; writes stay in
+        # order because each waits for the one before.
+        writing: asyncio.Task[None] | None = None
         height = start - 1
         try:
             it = iter(ranges)
@@ -210,12 +213,16 @@ class Processor:
                     pending.append(asyncio.create_task(self._fetch(rpc, *rng)))
                 check_links(prev_hash, raws)
                 blocks = [decode_block(r, self.runtimes[r.spec_version]) for r in raws]
-                await self._store_batch(rpc, net, blocks)
+                if writing is not None:
+                    await writing
+                writing = asyncio.create_task(self._store_batch(rpc, net, blocks))
                 prev_hash, height = blocks[-1].hash, blocks[-1].number
+            if writing is not None:
+                await writing
         finally:
-            for task in pending:
-                task.cancel()
-            for task in pending:
+            for task in [*pending, *([writing] if writing else [])]:
+                if not task.done():
+                    task.cancel()
                 with contextlib.suppress(BaseException):
                     await task
         return height
