@@ -6,6 +6,7 @@ portable registry (metadata V14+), so a runtime upgrade never decodes old blocks
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from typing import Any
 
@@ -31,14 +32,18 @@ class _CachingConfig(RuntimeConfigurationObject):
         self.frozen = False
 
     def get_decoder_class(self, type_string: str | dict[str, Any]) -> Any:
-        if not self.frozen or not isinstance(type_string, str):
+        if not self.frozen:
             return super().get_decoder_class(type_string)
-        found = self._classes.get(type_string)
+        # Inline structs arrive as the registry's own dicts, which live as long as it does:
+        # their identity is a key (the dict is kept with the class so the id is never reused).
+        key: Any = type_string if isinstance(type_string, str) else id(type_string)
+        found = self._classes.get(key)
         if found is None:
-            found = super().get_decoder_class(type_string)
-            if found is not None:
-                self._classes[type_string] = found
-        return found
+            cls = super().get_decoder_class(type_string)
+            if cls is not None:
+                self._classes[key] = (type_string, cls)
+            return cls
+        return found[1]
 
 
 class Runtime:
@@ -72,7 +77,7 @@ class Runtime:
         return obj.decode()
 
     def decode_events(self, data_hex: str | None) -> list[dict[str, Any]]:
-        if not data_hex:
+        if not data_hex or data_hex in ("0x", "0x00"):  # no storage, or an empty Vec
             return []
         try:
             return list(self.decode_value(self.events_type, data_hex))
@@ -95,6 +100,7 @@ def extrinsic_hash(data_hex: str) -> str:
                                   digest_size=32).hexdigest()
 
 
+@functools.lru_cache(maxsize=65536)
 def _is_account(value: str, ss58_format: int) -> bool:
     if not 46 <= len(value) <= 48:
         return False

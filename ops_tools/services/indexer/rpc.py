@@ -8,10 +8,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
 from collections.abc import Sequence
 from typing import Any
 
+import orjson
 from websockets.asyncio.client import ClientConnection, connect
 
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
@@ -66,7 +66,7 @@ class RpcClient:
         assert self._ws is not None
         try:
             async for message in self._ws:
-                data = json.loads(message)
+                data = orjson.loads(message)
                 for item in data if isinstance(data, list) else [data]:
                     self._dispatch(item)
             self._fail_all(RpcError(f"{self.url}: connection closed by the node"))
@@ -92,7 +92,7 @@ class RpcClient:
     async def _send(self, payload: Any) -> None:
         if self._ws is None or self.closed.is_set():
             raise RpcError(f"{self.url}: not connected")
-        await self._ws.send(json.dumps(payload))
+        await self._ws.send(orjson.dumps(payload).decode())
 
     async def call(self, method: str, params: list[Any] | None = None) -> Any:
         return (await self.batch([(method, params or [])]))[0]
