@@ -4,9 +4,10 @@ reads, so several instances may serve from one PostgreSQL while one processor wr
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from ops_tools.services.common.db import Database
 from ops_tools.services.common.migrations import migrate
 from ops_tools.services.common.readiness import CheckResult, ReadyCheck, database_check
 from ops_tools.services.indexer import queries
+from ops_tools.services.indexer.processor import Processor, ProcessorOptions
 from ops_tools.services.indexer.queries import QueryError
 from ops_tools.services.indexer.schema import Context, build_schema
 from ops_tools.services.indexer.settings import IndexerSettings
@@ -77,7 +79,9 @@ def index_check(db: Database, head: ChainHead, max_lag: int) -> ReadyCheck:
         if lag > max_lag:
             return CheckResult(False, f"indexed #{net.height}, chain at #{best}: {lag} blocks "
                                       f"behind (ready within {max_lag})")
-        return CheckResult(True, f"#{net.height} of {genesis}")
+        return CheckResult(True, f"indexed #{net.height} of {genesis}, chain #{best}, lag "
+                                 f"{max(lag, 0)}, finalized #{net.finalized_height}, resets "
+                                 f"{net.reset_count}")
 
     return ReadyCheck("index", probe)
 
@@ -97,6 +101,57 @@ def graphql_router(db: Database, settings: IndexerSettings) -> GraphQLRouter:
 
     return GraphQLRouter(build_schema(settings.limits()), context_getter=get_context,
                          graphql_ide="graphiql")
+
+
+def processor_check(processor: Processor, settings: IndexerSettings) -> ReadyCheck:
+    """The processor is ready when a step completed recently; the detail carries its figures
+    (``ops-tools status`` shows them)."""
+    stale_s = max(3 * settings.poll_interval_s, 30.0)
+
+    def probe() -> CheckResult:
+        step = processor.last_step
+        if step is None:
+            return CheckResult(False, "no step completed yet (catching up, or the chain does "
+                                      "not answer)")
+        age = time.monotonic() - step.at
+        figures = (f"indexed #{step.height} of {step.genesis_hash}, chain #{step.chain_height}, "
+                   f"lag {max(step.chain_height - step.height, 0)}, finalized "
+                   f"#{step.finalized_height}, resets {step.reset_count}")
+        if age > stale_s:
+            return CheckResult(False, f"last step {age:.0f} s ago ({figures})")
+        return CheckResult(True, figures)
+
+    return ReadyCheck("processor", probe)
+
+
+def build_processor_app(settings: IndexerSettings) -> FastAPI:
+    """The processor program: the processor as the app's background task, with the
+    platform's /health, /ready and /metrics."""
+    db = open_database(settings)
+    processor = Processor(ProcessorOptions(
+        rpc_url=settings.rpc_url, batch_size=settings.batch_size,
+        fetch_ahead=settings.fetch_ahead, poll_interval_s=settings.poll_interval_s), db)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        task = asyncio.create_task(processor.run())
+        try:
+            yield
+        finally:
+            processor.stop()
+            try:
+                # A step in progress (a long catch-up) is not waited for beyond this; every
+                # batch is its own transaction, so stopping between any two is safe.
+                await asyncio.wait_for(asyncio.shield(task), settings.shutdown_timeout_s)
+            except TimeoutError:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    return create_app(
+        ServiceInfo("indexer-processor", description="Writes the indexer's database"),
+        settings, ready_checks=[database_check(db), processor_check(processor, settings)],
+        lifespan=lifespan, json_only=False)
 
 
 def build_app(settings: IndexerSettings, db: Database | None = None) -> FastAPI:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -46,6 +47,18 @@ class Writable(Protocol):
     def session(self, *, write: bool = False) -> AbstractContextManager[Session]: ...
 
 
+@dataclass(frozen=True)
+class StepReport:
+    """What the last completed step saw (the processor's own /ready)."""
+
+    at: float  # time.monotonic()
+    genesis_hash: str
+    reset_count: int
+    height: int
+    chain_height: int
+    finalized_height: int
+
+
 @dataclass
 class ProcessorOptions:
     rpc_url: str
@@ -70,6 +83,7 @@ class Processor:
         self.stopping = asyncio.Event()
         self.synced = asyncio.Event()  # set after each completed sync (tests, benchmarks)
         self.blocks_written = 0
+        self.last_step: StepReport | None = None
 
     # -- database ---------------------------------------------------------------------------
 
@@ -150,6 +164,8 @@ class Processor:
         await self._db(lambda c: store.set_status(
             c, net.id, chain_height=best, chain_finalized_height=fin_number,
             finalized_height=finalized if fin_stored else -1, finalized_hash=fin_stored))
+        self.last_step = StepReport(time.monotonic(), genesis, net.reset_count, height, best,
+                                    finalized if fin_stored else -1)
         self.synced.set()
 
     async def reconcile(self, rpc: RpcClient, net: int) -> None:

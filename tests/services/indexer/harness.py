@@ -30,10 +30,13 @@ class Indexer:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         workdir.mkdir(parents=True, exist_ok=True)
-        self.config = workdir / "indexer.yml"
-        self.config.write_text(yaml.safe_dump({
-            "listen_port": self.port, "state_dir": str(workdir), "rpc_url": rpc_url,
-            "database_url": database_url, "poll_interval_s": 1.0, **extra}))
+        self.processor_port = free_port()
+        common = {"state_dir": str(workdir), "rpc_url": rpc_url, "database_url": database_url,
+                  "poll_interval_s": 1.0, **extra}
+        self.configs = {"api": workdir / "indexer.yml", "processor": workdir / "processor.yml"}
+        self.configs["api"].write_text(yaml.safe_dump({"listen_port": self.port, **common}))
+        self.configs["processor"].write_text(
+            yaml.safe_dump({"listen_port": self.processor_port, **common}))
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
     def start_processor(self) -> None:
@@ -51,7 +54,7 @@ class Indexer:
     def _start(self, name: str, program: str) -> None:
         log = (self.workdir / f"{name}.log").open("ab")
         self.procs[name] = subprocess.Popen(
-            [str(BIN / program), "--config", str(self.config)], stdout=log,
+            [str(BIN / program), "--config", str(self.configs[name])], stdout=log,
             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         log.close()
 
@@ -84,9 +87,10 @@ class Indexer:
                                                         .splitlines()[-30:]))
         return "\n".join(out)
 
-    def http(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    def http(self, method: str, path: str, body: Any = None,
+             base: str | None = None) -> tuple[int, Any]:
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.url + path, data=data, method=method,
+        req = urllib.request.Request((base or self.url) + path, data=data, method=method,
                                      headers={"Content-Type": "application/json"})
         try:
             with urllib.request.urlopen(req, timeout=30) as resp:
@@ -97,6 +101,9 @@ class Indexer:
                 return exc.code, json.loads(raw)
             except ValueError:
                 return exc.code, raw.decode(errors="replace")
+
+    def processor_ready(self) -> tuple[int, Any]:
+        return self.http("GET", "/ready", base=f"http://127.0.0.1:{self.processor_port}")
 
     def graphql(self, query: str, variables: dict[str, Any] | None = None) -> tuple[int, Any]:
         return self.http("POST", "/graphql", {"query": query, "variables": variables or {}})

@@ -75,6 +75,10 @@ def test_transfers_registration_and_heartbeats_are_indexed(chain, database_url, 
 
         status, body = ix.http("GET", "/ready")
         assert status == 200, body
+        status, body = ix.processor_ready()
+        assert status == 200, body
+        (check,) = [c for c in body["checks"] if c["name"] == "processor"]
+        assert f"of {chain.call('chain_getBlockHash', [0])}" in check["detail"]
         st = ix.status()
         assert st["genesisHash"] == chain.call("chain_getBlockHash", [0])
         assert st["resetCount"] == 0 and st["specVersion"] == 6
