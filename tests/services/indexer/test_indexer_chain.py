@@ -84,6 +84,16 @@ def test_transfers_registration_and_heartbeats_are_indexed(chain, database_url, 
         assert st["resetCount"] == 0 and st["specVersion"] == 6
         assert st["finalizedHeight"] <= chain.finalized()
         assert st["height"] >= beats[-1][0]
+
+        # A second API instance on the same database (one processor writes, several serve).
+        second = Indexer(tmp_path / "second", chain.ws, database_url)
+        second.start_api()
+        try:
+            data = second.data(TRANSFERS_Q, {"a": receiver.ss58_address})
+            assert len(data["transfers"]["edges"]) == 2
+            assert second.status()["genesisHash"] == st["genesisHash"]
+        finally:
+            second.stop()
     finally:
         ix.stop()
 
