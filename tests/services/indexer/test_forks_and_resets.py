@@ -92,7 +92,10 @@ def test_a_reset_archives_the_old_network_and_indexes_the_new_one(tmp_path, data
     new = _on_port(DevNode(tmp_path / "new", str(specs[1]), name="new"), old.rpc_port)
     ix = Indexer(tmp_path / "indexer", old.ws, database_url)
     try:
-        ix.start()
+        ix.start_api()  # before any processor: nothing indexed, not ready
+        status, body = ix.http("GET", "/ready")
+        assert status == 503 and "no network indexed yet" in body["error"]["message"], body
+        ix.start_processor()
         receiver = fresh_account().ss58_address
         number, xt_hash = submit(old.ws, ALICE, "Balances", "transfer_keep_alive",
                                  {"dest": receiver, "value": 3 * TOKEN})
