@@ -4,6 +4,8 @@ right values; pagination is stable while blocks arrive; bad queries get GraphQL 
 
 from __future__ import annotations
 
+import urllib.request
+
 from substrateinterface import Keypair
 
 from tests.services.indexer.chain_ops import TOKEN, current_epoch, fresh_account, submit
@@ -148,6 +150,11 @@ def test_pagination_is_stable_while_blocks_arrive_and_bad_queries_get_errors(
             deep_query(6): "exceeds maximum operation depth",
             '{ indexStatus(genesisHash: "0x00") { height } }': "genesisHash: 0x00",
         }
+        # GraphiQL for people, on GET.
+        req = urllib.request.Request(ix.url + "/graphql", headers={"Accept": "text/html"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            assert resp.status == 200 and "graphiql" in resp.read().decode().lower()
+
         for query, message in bad.items():
             status, body = ix.graphql(query)
             assert status != 500 and isinstance(body, dict), (query, status, body)
