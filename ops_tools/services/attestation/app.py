@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import logging
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy.exc import IntegrityError
 
 from ops_tools.chain.rpc import RpcError
+from ops_tools.errors import InputError
 from ops_tools.services.attestation import inputs, storage
 from ops_tools.services.attestation.gpu import GpuProfile
 from ops_tools.services.attestation.pki import MockPki
@@ -32,6 +32,7 @@ from ops_tools.services.common.app import ServiceInfo, create_app
 from ops_tools.services.common.clientip import client_ip
 from ops_tools.services.common.db import Database
 from ops_tools.services.common.errors import ApiError, bad_field
+from ops_tools.services.common.hashing import load_or_create_salt
 from ops_tools.services.common.migrations import migrate
 from ops_tools.services.common.ratelimit import LimitExceeded, RateLimiter, Rule
 from ops_tools.services.common.readiness import ChainWatch, database_check
@@ -68,14 +69,11 @@ def build_app(settings: AttestationSettings, *, clock: Any = None) -> FastAPI:
     try:
         pki = load_pki(settings)
     except inputs.FieldError as exc:
-        from ops_tools.errors import InputError
-
         raise InputError(str(exc)) from None
     db = Database(settings.effective_database_url())
     migrate(db, MIGRATIONS, version_table=VERSION_TABLE)
     store = storage.ReportStore(db)
-    # The rate-limit keys are salted with a value derived from the seed: no second secret.
-    salt = hashlib.blake2b(pki.seed, key=b"NET-attestation-rate-salt", digest_size=32).digest()
+    salt = load_or_create_salt(settings.state_dir / "salt")
     limiter = RateLimiter(db, storage.rate_events, salt)
     watch = ChainWatch(settings.rpc_url, settings.genesis_hash)
     trust = Trust((pki.root,), settings.accept_mock_root)
@@ -95,11 +93,18 @@ def build_app(settings: AttestationSettings, *, clock: Any = None) -> FastAPI:
     app.state.pki = pki
 
     def genesis() -> str:
+        """The network a new report is for: the one this service was started for, while the
+        chain still serves it (after a reset the service is restarted for the new one)."""
         try:
-            return watch.current_genesis()
+            serving = watch.current_genesis()
         except RpcError as exc:
             raise ApiError(503, "chain_unavailable", f"the chain does not answer: {exc}",
                            retry_after=5) from None
+        if serving != watch.expected:
+            raise ApiError(503, "network_reset", f"the chain now serves genesis {serving}, not"
+                           f" {watch.expected}; the service restarts for the new network",
+                           retry_after=5)
+        return serving
 
     def current_genesis_or_none() -> str | None:
         try:
