@@ -93,7 +93,7 @@ def build_app(settings: ExplorerSettings) -> FastAPI:
         return templates.TemplateResponse(request, name, context, status_code=status)
 
     def error_page(request: Request, status: int, title: str, message: str) -> HTMLResponse:
-        return page(request, "error.html", status, title=title, message=message, status=status)
+        return page(request, "error.html", status, title=title, message=message, code=status)
 
     @app.exception_handler(PageError)
     async def _page_error(request: Request, exc: PageError) -> HTMLResponse:
