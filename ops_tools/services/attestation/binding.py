@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 
 BINDING_DOMAIN = b"NET-attestation-binding-v1\x00"
-BINDING_SCHEME = "sha512(NET-attestation-binding-v1 || subject || 0x00 || nonce)"
+BINDING_SCHEME = "sha512(\"NET-attestation-binding-v1\" || 0x00 || subject || 0x00 || nonce)"
 
 
 def subject(operator_id: str, account: str | None) -> str:

@@ -139,6 +139,7 @@ class MockPki:
     seed: bytes
 
     def __post_init__(self) -> None:
+        self._gpu_chains: dict[int, bytes] = {}
         if len(self.seed) < MIN_SEED_BYTES:
             raise ValueError(f"the mock root seed needs at least {MIN_SEED_BYTES} bytes")
 
@@ -205,6 +206,9 @@ class MockPki:
         return derive_key(self.seed, f"gpu-device/{index}", ec.SECP384R1())
 
     def gpu_chain_pem(self, index: int) -> bytes:
+        cached = self._gpu_chains.get(index)
+        if cached is not None:
+            return cached
         leaf = _certificate(
             f"NET MOCK GPU Device {index}",
             self.gpu_key(index),
@@ -212,7 +216,8 @@ class MockPki:
             self.gpu_ca_key,
             ca=False,
         )
-        return pem_chain([leaf, self.gpu_ca, self.root])
+        chain = self._gpu_chains[index] = pem_chain([leaf, self.gpu_ca, self.root])
+        return chain
 
     def roots_json(self) -> list[dict[str, object]]:
         return [
