@@ -18,6 +18,8 @@ class AttestationSettings(ServiceSettings):
     # accepts the mock root unless told not to. The pure verifier has no default.
     accept_mock_root: bool = True
     report_ttl_s: int = Field(default=7 * 24 * 3600, ge=60, le=365 * 24 * 3600)
+    # A report with eight GPUs is about 50 KiB of JSON, and /v1/verify takes one whole.
+    max_body_bytes: int = Field(default=256 * 1024, ge=256, le=64 * 1024 * 1024)
     gpu_count: int = Field(default=1, ge=1, le=8)
     gpu_model: str = "GH100 A01 GSP BROM"
     gpu_driver_version: str = "550.90.07"
