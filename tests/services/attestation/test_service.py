@@ -173,3 +173,12 @@ def test_a_seed_file_readable_by_others_is_refused_without_showing_it(tmp_path, 
     with pytest.raises(InputError) as err:
         build_app(settings)
     assert "mock_root_seed_file" in str(err.value) and "a-secret" not in str(err.value)
+
+
+def test_an_eight_gpu_report_round_trips(make_client):
+    client = make_client(gpu_count=8)
+    report = attest(client, operator_id="big-box").json()
+    assert [g["index"] for g in report["gpu_evidence"]] == list(range(8))
+    verdict = client.post("/v1/verify", json=report).json()
+    assert verdict["valid"] is True
+    assert {f"gpu[{i}].nonce" for i in range(8)} <= {c["name"] for c in verdict["checks"]}
