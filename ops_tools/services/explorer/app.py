@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import re
 from pathlib import Path
@@ -175,8 +176,6 @@ def build_app(settings: ExplorerSettings) -> FastAPI:
     @app.get("/reports/{report_hash}/report.json", include_in_schema=False)
     def report_json(report_hash: str) -> Response:
         report = get_report(report_hash)["report"]
-        import json
-
         return Response(json.dumps(report, indent=2), media_type="application/json",
                         headers=_attachment(f"report-{report['hash'][2:18]}.json"))
 
