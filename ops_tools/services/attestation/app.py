@@ -180,7 +180,7 @@ def build_app(settings: AttestationSettings, *, clock: Any = None) -> FastAPI:
     def list_reports(operator_id: str | None = None, account: str | None = None,
                      limit: int | None = None, cursor: str | None = None) -> dict[str, Any]:
         try:
-            op = inputs.operator_id(operator_id) if operator_id is not None else None
+            op = inputs.operator_id(operator_id) if operator_id else None
             acct = inputs.account(account) if account else None
             size = inputs.limit(limit)
             before = inputs.cursor(cursor)
