@@ -92,3 +92,27 @@ def test_bad_input_is_a_400_page(stack):
         assert page.status_code == 400, (path, params, page.status_code)
         assert 'id="error-title"' in page.text
     assert get(stack, "/no/such/page").status_code == 404
+
+
+def test_a_report_of_an_earlier_network_is_marked(stack):
+    import datetime as dt
+    import os
+
+    from ops_tools.services.attestation.pki import MockPki
+    from ops_tools.services.attestation.report import IssueRequest, issue
+    from ops_tools.services.attestation.storage import ReportStore
+    from ops_tools.services.common.db import Database
+
+    # As the service's database holds it after a reset: a report issued on the old genesis.
+    old = issue(MockPki(b"explorer-test-seed-0f1e2d3c4b5a6978"), IssueRequest(
+        "old-net-op", None, os.urandom(32), "0x" + "99" * 32, dt.datetime.now(dt.UTC),
+        dt.timedelta(days=1)))
+    db = Database(f"sqlite:///{stack.workdir / 'attestation' / 'state' / 'attestation.db'}")
+    ReportStore(db).add(old)
+    db.dispose()
+    listing = get(stack, "/", q="old-net-op").text
+    assert "earlier network" in listing and old["hash"] in listing
+    page = get(stack, f"/reports/{old['hash']}").text
+    assert 'id="earlier-badge"' in page and "INVALID" in page
+    checks = page[page.index('id="checks"'):page.index('id="anchor-none"')]
+    assert "network" in checks and "an earlier network" in checks
