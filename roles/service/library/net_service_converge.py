@@ -35,25 +35,48 @@ description:
     the manifest; a service that never gets ready fails the task with its last answer.
   - Check mode reports what would change or restart and touches nothing.
 options:
-  name: {description: supervisor program or systemd unit name (without .service), type: str, required: true}
+  name:
+    description: supervisor program or systemd unit name (without .service)
+    type: str
+    required: true
   manager: {description: service manager, type: str, choices: [supervisor, systemd], required: true}
   supervisor_conf: {description: supervisord.conf of the project's supervisord, type: path}
-  files:
-    description: Files to keep, each path, content, mode, and optional owner and group.
+  owner: {description: Owner of the directories, the secrets and the files marked owned, type: str}
+  group: {description: Their group, type: str}
+  directories:
+    description: Directories to keep, each path and mode.
     type: list
     elements: dict
     default: []
-  unit_path: {description: The file among files that is the systemd unit (daemon-reload when it changes), type: path}
-  secret_files: {description: Paths whose contents (placed by a no_log task) count in the digest, type: list, elements: path, default: []}
-  manifest: {description: Where the deployed manifest is written after a successful start, type: path, required: true}
-  manifest_extra: {description: More keys for the manifest (public URL, ...), type: dict, default: {}}
+  files:
+    description: Files to keep, each path, content, mode, and owned (owner and group apply).
+    type: list
+    elements: dict
+    default: []
+  secrets_dir: {description: Where the secret files go (mode 0700), type: path}
+  secrets:
+    description: Secret files (name, content), mode 0600; contents never appear in output.
+    type: list
+    elements: dict
+    default: []
+  unit_path:
+    description: The file among files that is the systemd unit (daemon-reload when it changes)
+    type: path
+  manifest:
+    description: Where the deployed manifest is written after a successful start
+    type: path
+    required: true
+  manifest_extra: {description: More keys for the manifest (public URL), type: dict, default: {}}
   ready_url: {description: URL that answers 200 when the service is ready, type: str}
   ready_timeout: {description: Seconds to wait for ready_url, type: int, default: 60}
   log_hint: {description: Where to look when the service does not get ready, type: str, default: ""}
 """
 
 RETURN = r"""
-changed_files: {description: paths written (or that check mode would write), type: list, returned: always}
+changed_files:
+  description: paths written (or that check mode would write)
+  type: list
+  returned: always
 restarted: {description: the service was (or would be) restarted, type: bool, returned: always}
 reason: {description: why it was restarted, type: str, returned: always}
 digest: {description: sha256 of what should run, type: str, returned: always}
@@ -73,7 +96,8 @@ def _differs(path: str, content: bytes, mode: int) -> bool:
         return True
 
 
-def _write(module: AnsibleModule, spec: dict, content: bytes, mode: int) -> None:
+def _write(module: AnsibleModule, spec: dict, content: bytes, mode: int,
+           owner: str | None = None, group: str | None = None) -> None:
     path = spec["path"]
     directory = os.path.dirname(path)
     os.makedirs(directory, exist_ok=True)
@@ -84,14 +108,28 @@ def _write(module: AnsibleModule, spec: dict, content: bytes, mode: int) -> None
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, mode)
-        if spec.get("owner") or spec.get("group"):
-            module.set_owner_if_different(tmp, spec.get("owner"), False)
-            module.set_group_if_different(tmp, spec.get("group"), False)
+        if owner or group:
+            module.set_owner_if_different(tmp, owner, False)
+            module.set_group_if_different(tmp, group, False)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _ensure_dir(module: AnsibleModule, path: str, mode: int, owner: str | None,
+                group: str | None) -> bool:
+    exists = os.path.isdir(path)
+    changed = not exists or (os.stat(path).st_mode & 0o7777) != mode
+    if module.check_mode:
+        return changed
+    os.makedirs(path, exist_ok=True)
+    os.chmod(path, mode)
+    if owner or group:
+        changed |= module.set_owner_if_different(path, owner, False)
+        changed |= module.set_group_if_different(path, group, False)
+    return changed
 
 
 def _read_manifest(path: str) -> dict:
@@ -132,9 +170,19 @@ def main() -> None:
             "name": {"type": "str", "required": True},
             "manager": {"type": "str", "choices": ["supervisor", "systemd"], "required": True},
             "supervisor_conf": {"type": "path", "default": ""},
+            "owner": {"type": "str"},
+            "group": {"type": "str"},
+            "directories": {"type": "list", "elements": "dict", "default": []},
             "files": {"type": "list", "elements": "dict", "default": []},
+            "secrets_dir": {"type": "path"},
+            "secrets": {
+                "type": "list", "elements": "dict", "default": [],
+                "options": {
+                    "name": {"type": "str", "required": True},
+                    "content": {"type": "str", "required": True, "no_log": True},
+                },
+            },
             "unit_path": {"type": "path", "default": ""},
-            "secret_files": {"type": "list", "elements": "path", "default": []},
             "manifest": {"type": "path", "required": True},
             "manifest_extra": {"type": "dict", "default": {}},
             "ready_url": {"type": "str", "default": ""},
@@ -142,26 +190,28 @@ def main() -> None:
             "log_hint": {"type": "str", "default": ""},
         },
         required_if=[("manager", "supervisor", ["supervisor_conf"])],
+        required_by={"secrets": "secrets_dir"},
         supports_check_mode=True,
     )
     p = module.params
+    owner, group = p["owner"], p["group"]
+    dirs = [(d["path"], int(str(d.get("mode", "0750")), 8)) for d in p["directories"]]
+    if p["secrets"]:
+        dirs.append((p["secrets_dir"], 0o700))
+    changed_dirs = [path for path, mode in dirs if _ensure_dir(module, path, mode, owner, group)]
+    wanted = [(f["path"], str(f["content"]).encode(), int(str(f.get("mode", "0644")), 8),
+               bool(f.get("owned"))) for f in p["files"]]
+    wanted += [(os.path.join(p["secrets_dir"], s["name"]), s["content"].encode(), 0o600, True)
+               for s in p["secrets"]]
     digest = hashlib.sha256()
     changed_files = []
-    for spec in sorted(p["files"], key=lambda s: s["path"]):
-        content = str(spec["content"]).encode()
-        mode = int(str(spec.get("mode", "0644")), 8)
-        digest.update(f"{spec['path']}\0{_sha(content)}\0{mode:o}\n".encode())
-        if _differs(spec["path"], content, mode):
-            changed_files.append(spec["path"])
+    for path, content, mode, owned in sorted(wanted):
+        digest.update(f"{path}\0{_sha(content)}\0{mode:o}\n".encode())
+        if _differs(path, content, mode):
+            changed_files.append(path)
             if not module.check_mode:
-                _write(module, spec, content, mode)
-    for path in sorted(p["secret_files"]):
-        try:
-            with open(path, "rb") as fh:
-                digest.update(f"{path}\0{_sha(fh.read())}\n".encode())
-        except OSError:
-            # Check mode before the secret was ever placed: a first run would start it anyway.
-            digest.update(f"{path}\0missing\n".encode())
+                _write(module, {"path": path}, content, mode,
+                       owner if owned else None, group if owned else None)
     want = digest.hexdigest()
 
     manifest = _read_manifest(p["manifest"])
@@ -175,10 +225,10 @@ def main() -> None:
         reason = f"not running ({state})"
     else:
         reason = ""
-    result = {"changed_files": changed_files, "restarted": bool(reason), "reason": reason,
-              "digest": want, "state": state}
+    result = {"changed_files": changed_dirs + changed_files, "restarted": bool(reason),
+              "reason": reason, "digest": want, "state": state}
     if module.check_mode:
-        module.exit_json(changed=bool(changed_files or reason), **result)
+        module.exit_json(changed=bool(changed_dirs or changed_files or reason), **result)
     if not reason:
         # Running and unchanged: still prove it serves (at once when it does).
         if p["ready_url"]:
@@ -186,7 +236,7 @@ def main() -> None:
             if not ok:
                 module.fail_json(msg=f"{p['name']} runs but is not ready at {p['ready_url']}:"
                                      f" {last}; {p['log_hint']}", **result)
-        module.exit_json(changed=bool(changed_files), **result)
+        module.exit_json(changed=bool(changed_dirs or changed_files), **result)
 
     try:
         if p["manager"] == "supervisor":
