@@ -1,7 +1,7 @@
 """Run every benchmark of the suite, one after the other, and print their figures.
 
 python benchmarks/run.py [NAME ...]     (names: genesis_hash devnode_rpc devnode_sync
-                                         converge reset_cycle faucet)
+                                         converge reset_cycle faucet indexer)
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ORDER = ["genesis_hash", "devnode_rpc", "devnode_sync", "converge", "reset_cycle", "faucet"]
+ORDER = [
+    "genesis_hash", "devnode_rpc", "devnode_sync", "converge", "reset_cycle", "faucet", "indexer",
+]
 
 
 def main() -> int:

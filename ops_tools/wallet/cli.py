@@ -14,6 +14,7 @@ from substrateinterface.exceptions import SubstrateRequestException
 
 from ops_tools import __version__
 from ops_tools.errors import InputError, OpsError
+from ops_tools.wallet import attest as attestation
 from ops_tools.wallet import faucet_client, inputs, mnemonic_keys, operator, passphrase, rpc
 from ops_tools.wallet.errors import ChainRejection
 from ops_tools.wallet.heartbeat_payload import sign_heartbeat
@@ -280,6 +281,35 @@ def _submit(json_out: bool, action: Any) -> operator.Submission:
         if json_out:
             _emit_json(exc.details)
         raise
+
+
+@app.command("attest")
+def attest(
+    name: str = NameArg,
+    attestation_url: str | None = typer.Option(
+        None, "--attestation-url",
+        help="Attestation service URL (overrides $NET_ATTESTATION_URL;"
+        f" default {attestation.DEFAULT_ATTESTATION_URL}).",
+    ),
+    timeout: float = TimeoutOpt,
+    json_out: bool = JsonOpt,
+) -> None:
+    """Ask the attestation service for a report for NAME and print its hash.
+
+    The report is for operator id NAME and NAME's ss58 account, with a fresh nonce; its hash is
+    what register-operator takes as --attestation-hash. No passphrase needed.
+    """
+    info = _keystore().info(name)
+    url = attestation.resolve_url(attestation_url)
+    result = attestation.request_report(url, name, info.ss58_address, timeout)
+    if json_out:
+        _emit_json(result.to_json())
+        return
+    typer.echo(result.hash)
+    typer.echo(f"report: {result.to_json()['report_url']} (mock quote, expires"
+               f" {result.report['expires_at']})", err=True)
+    typer.echo(f"next: wallet-cli register-operator {name} --stake <plancks>"
+               f" --attestation-hash {result.hash}", err=True)
 
 
 @app.command("register-operator")

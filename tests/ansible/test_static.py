@@ -47,11 +47,10 @@ def test_local_inventory_has_the_documented_hosts_and_ports() -> None:
     hostvars = inv["_meta"]["hostvars"]
     assert inv["authorities"]["hosts"] == ["authority-0", "authority-1"]
     assert inv["rpc_nodes"]["hosts"] == ["rpc-0"]
+    nodes = inv["authorities"]["hosts"] + inv["rpc_nodes"]["hosts"]
     ports = {
         h: (v["node_rpc_port"], v["node_p2p_port"], v["node_prometheus_port"])
-        for h, v in hostvars.items()
-        # Only the nodes have ports here; the services' and the docs' hosts have none.
-        if h in inv["authorities"]["hosts"] + inv["rpc_nodes"]["hosts"]
+        for h, v in hostvars.items() if h in nodes
     }
     assert ports == {
         "authority-0": (9945, 30333, 9615),

@@ -1,0 +1,204 @@
+"""Benchmark: the indexer's catch-up speed against the raw RPC fetch rate (target: at least half),
+and the GraphQL latency of indexStatus and a paginated events query.
+
+Starts its own nodes on free loopback ports in a temporary directory (or --keep DIR, reused):
+1. an authority on 10 ms slots authors BLOCKS blocks while transfers (pre-signed, sequential
+   nonces) are submitted in bursts, so that the blocks carry transactions and events;
+2. it restarts as a non-authoring node on the same database, so that only serving uses its CPU;
+3. the ceiling: every block's hash, body and System.Events fetched over one WebSocket with the
+   indexer's own batching (JSON-RPC batches of BATCH blocks, FETCH_AHEAD batches in flight), no
+   decoding, no storage;
+4. the indexer's processor catches up from genesis into a fresh database (SQLite by default,
+   --database-url for PostgreSQL): fetch, decode with the metadata, bulk insert;
+5. net-indexer serves that database; indexStatus and events(first: 50, after: cursor) are asked
+   for REQUESTS times each (p50 and p95).
+
+Usage: .venv/bin/python benchmarks/indexer.py [--blocks 10000] [--keep DIR] [--database-url URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.services.indexer.harness
+
+from ops_tools.devnode.harness import DevNode, plain_spec, raw_spec
+from ops_tools.services.common.db import Database
+from ops_tools.services.common.migrations import migrate
+from ops_tools.services.indexer.api import MIGRATIONS, VERSION_TABLE
+from ops_tools.services.indexer.processor import EVENTS_KEY, Processor, ProcessorOptions
+from ops_tools.services.indexer.rpc import RpcClient
+from tests.services.indexer.harness import Indexer
+
+BATCH, FETCH_AHEAD, REQUESTS = 100, 4, 200
+
+
+def author_chain(root: Path, blocks: int) -> Path:
+    spec = root / "spec-raw.json"
+    if spec.exists() and (root / "done").exists():
+        return spec
+    spec = raw_spec(plain_spec(root / "spec.json", chain_id="bench_indexer", slot_ms=10))
+    author = DevNode(root / "author", str(spec), "--no-prometheus", name="author").start()
+    stop = threading.Event()
+    sent = [0]
+
+    def submitter() -> None:
+        from substrateinterface import Keypair, SubstrateInterface
+
+        alice = Keypair.create_from_uri("//Alice", ss58_format=42)
+        dests = [Keypair.create_from_uri(f"//bench{i}", ss58_format=42).ss58_address
+                 for i in range(50)]
+        substrate = SubstrateInterface(url=author.http, ss58_format=42)
+        nonce = 0
+        while not stop.is_set():
+            for _ in range(10):
+                call = substrate.compose_call("Balances", "transfer_keep_alive",
+                                              {"dest": dests[nonce % 50], "value": 10**12})
+                xt = substrate.create_signed_extrinsic(call=call, keypair=alice, nonce=nonce)
+                try:
+                    author.call("author_submitExtrinsic", [str(xt.data)])
+                    nonce += 1
+                except RuntimeError:
+                    nonce = int(author.call("system_accountNextIndex", [alice.ss58_address]))
+            sent[0] = nonce
+            stop.wait(0.5)
+
+    thread = threading.Thread(target=submitter, daemon=True)
+    try:
+        started = time.monotonic()
+        thread.start()
+        author.wait_for(lambda: author.best() >= blocks, timeout=3600, what="blocks",
+                        interval=1.0)
+        stop.set()
+        thread.join(30)
+        print(f"authored {author.best()} blocks on 10 ms slots in "
+              f"{time.monotonic() - started:.0f} s with {sent[0]} transfers")
+    finally:
+        author.stop()
+    (root / "done").write_text("ok")
+    return spec
+
+
+async def raw_fetch(ws_url: str, target: int) -> tuple[float, int]:
+    """Seconds to fetch blocks 0..target with their events, and the bytes of events fetched."""
+    event_bytes = 0
+    async with RpcClient(ws_url) as rpc:
+        t0 = time.monotonic()
+
+        async def batch(lo: int, hi: int) -> int:
+            hashes = await rpc.batch([("chain_getBlockHash", [n]) for n in range(lo, hi + 1)])
+            calls = []
+            for h in hashes:
+                calls += [("chain_getBlock", [h]), ("state_getStorage", [EVENTS_KEY, h])]
+            answers = await rpc.batch(calls)
+            return sum(len(a or "") for a in answers[1::2])
+
+        ranges = [(lo, min(lo + BATCH - 1, target)) for lo in range(0, target + 1, BATCH)]
+        pending: list[asyncio.Task[int]] = []
+        for rng in ranges:
+            pending.append(asyncio.create_task(batch(*rng)))
+            if len(pending) >= FETCH_AHEAD:
+                event_bytes += await pending.pop(0)
+        for task in pending:
+            event_bytes += await task
+        return time.monotonic() - t0, event_bytes
+
+
+async def catch_up(ws_url: str, db: Database, target: int) -> float:
+    processor = Processor(ProcessorOptions(ws_url, batch_size=BATCH, fetch_ahead=FETCH_AHEAD),
+                          db)
+    t0 = time.monotonic()
+    task = asyncio.create_task(processor.run())
+    while True:
+        await asyncio.wait_for(processor.synced.wait(), 3600)
+        processor.synced.clear()
+        with db.session() as s:
+            height = s.connection().exec_driver_sql(
+                "SELECT height FROM indexer_networks WHERE active").scalar()
+        if height is not None and height >= target:
+            break
+    seconds = time.monotonic() - t0
+    processor.stop()
+    await task
+    return seconds
+
+
+def latency(ix: Indexer, query: str, variables: dict) -> tuple[float, float]:
+    times = []
+    body = json.dumps({"query": query, "variables": variables}).encode()
+    for _ in range(REQUESTS):
+        req = urllib.request.Request(ix.url + "/graphql", body,  # noqa: S310 - loopback
+                                     {"Content-Type": "application/json"})
+        t0 = time.perf_counter()
+        with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310 - loopback
+            answer = json.loads(resp.read())
+        times.append((time.perf_counter() - t0) * 1000)
+        assert not answer.get("errors"), answer
+    times.sort()
+    return statistics.median(times), times[int(len(times) * 0.95) - 1]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--blocks", type=int, default=10_000)
+    ap.add_argument("--keep", type=Path, help="directory for the chain, reused when present")
+    ap.add_argument("--database-url", help="default: a fresh SQLite file")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="indexer-bench-") as tmp:
+        root = args.keep or Path(tmp)
+        root.mkdir(parents=True, exist_ok=True)
+        spec = author_chain(root, args.blocks)
+        server = DevNode(root / "author", str(spec), "--no-prometheus", name="server",
+                         validator_key=None).start()
+        try:
+            target = server.best()
+            seconds, event_bytes = asyncio.run(raw_fetch(server.ws, target))
+            raw_rate = (target + 1) / seconds
+            print(f"raw RPC fetch: {target + 1} blocks and their events ({event_bytes // 2} "
+                  f"bytes of events) in {seconds:.1f} s: {raw_rate:.0f} blocks/s")
+            url = args.database_url or f"sqlite:///{Path(tmp) / 'bench-indexer.db'}"
+            db = Database(url)
+            migrate(db, MIGRATIONS, version_table=VERSION_TABLE)
+            seconds = asyncio.run(catch_up(server.ws, db, target))
+            with db.session() as s:
+                events = s.connection().exec_driver_sql(
+                    "SELECT count(*) FROM indexer_events").scalar()
+                transfers = s.connection().exec_driver_sql(
+                    "SELECT count(*) FROM indexer_transfers").scalar()
+            rate = (target + 1) / seconds
+            print(f"indexer catch-up ({db.dialect}): {target + 1} blocks, {events} events, "
+                  f"{transfers} transfers in {seconds:.1f} s: {rate:.0f} blocks/s, "
+                  f"{events / seconds:.0f} events/s = {rate / raw_rate:.0%} of the raw fetch "
+                  f"rate (target: at least 50%)")
+            ix = Indexer(Path(tmp) / "api", server.ws, url)
+            ix.start_api()
+            try:
+                status_q = "{ indexStatus { height lag genesisHash } }"
+                p50, p95 = latency(ix, status_q, {})
+                print(f"GraphQL indexStatus: p50 {p50:.1f} ms, p95 {p95:.1f} ms "
+                      f"({REQUESTS} requests)")
+                page = ix.data("{ events(first: 50) { pageInfo { endCursor } } }")
+                cursor = page["events"]["pageInfo"]["endCursor"]
+                events_q = ("query($a: String) { events(first: 50, after: $a) { edges { node { "
+                            "blockNumber index pallet name args } cursor } pageInfo { "
+                            "hasNextPage endCursor } } }")
+                p50, p95 = latency(ix, events_q, {"a": cursor})
+                print(f"GraphQL events(first: 50, after): p50 {p50:.1f} ms, p95 {p95:.1f} ms "
+                      f"({REQUESTS} requests)")
+            finally:
+                ix.stop()
+        finally:
+            server.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""The attestation service: mock TDX v4 quotes plus mock GPU evidence, and their verifier."""

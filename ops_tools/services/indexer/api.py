@@ -1,0 +1,168 @@
+"""The API program: GraphQL at ``/graphql`` (GraphiQL on GET) on the platform's app. It only
+reads, so several instances may serve from one PostgreSQL while one processor writes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+from sqlalchemy import Connection
+from strawberry.fastapi import GraphQLRouter
+
+from ops_tools.chain.rpc import RpcClient, RpcError, http_url
+from ops_tools.services.common.app import ServiceInfo, create_app
+from ops_tools.services.common.db import Database
+from ops_tools.services.common.migrations import migrate
+from ops_tools.services.common.readiness import CheckResult, ReadyCheck, database_check
+from ops_tools.services.indexer import queries
+from ops_tools.services.indexer.processor import Processor, ProcessorOptions
+from ops_tools.services.indexer.queries import QueryError
+from ops_tools.services.indexer.schema import Context, build_schema
+from ops_tools.services.indexer.settings import IndexerSettings
+
+MIGRATIONS = Path(__file__).with_name("migrations")
+VERSION_TABLE = "indexer_alembic_version"
+
+
+def open_database(settings: IndexerSettings) -> Database:
+    db = Database(settings.effective_database_url())
+    migrate(db, MIGRATIONS, version_table=VERSION_TABLE)
+    return db
+
+
+class ChainHead:
+    """The chain's genesis and best height, asked at most once a second (``/ready`` may be
+    polled often, and by several instances)."""
+
+    CACHE_S = 1.0
+
+    def __init__(self, rpc_url: str) -> None:
+        self.rpc = RpcClient(http_url(rpc_url), timeout=3.0)
+        self._lock = threading.Lock()
+        self._seen: tuple[float, str, int] | None = None
+
+    def get(self) -> tuple[str, int]:
+        with self._lock:
+            if self._seen and time.monotonic() - self._seen[0] < self.CACHE_S:
+                return self._seen[1], self._seen[2]
+        genesis, best = self.rpc.genesis_hash().lower(), self.rpc.best_number()
+        with self._lock:
+            self._seen = (time.monotonic(), genesis, best)
+        return genesis, best
+
+
+def index_check(db: Database, head: ChainHead, max_lag: int) -> ReadyCheck:
+    """Ready when the index is of the network the chain serves now and within ``max_lag``
+    blocks of its best block."""
+
+    def probe() -> CheckResult:
+        try:
+            genesis, best = head.get()
+        except RpcError as exc:
+            return CheckResult(False, f"the chain does not answer: {exc}")
+        try:
+            with db.session() as s:
+                net = queries.network(s.connection(), None)
+        except QueryError as exc:
+            return CheckResult(False, str(exc))
+        if net.genesis_hash != genesis:
+            return CheckResult(False, f"indexing genesis {net.genesis_hash}, but the chain "
+                                      f"serves {genesis}; the processor switches on its next "
+                                      f"step")
+        lag = best - net.height
+        if lag > max_lag:
+            return CheckResult(False, f"indexed #{net.height}, chain at #{best}: {lag} blocks "
+                                      f"behind (ready within {max_lag})")
+        return CheckResult(True, f"indexed #{net.height} of {genesis}, chain #{best}, lag "
+                                 f"{max(lag, 0)}, finalized #{net.finalized_height}, resets "
+                                 f"{net.reset_count}")
+
+    return ReadyCheck("index", probe)
+
+
+def graphql_router(db: Database, settings: IndexerSettings) -> GraphQLRouter:
+    def run(fn: Callable[[Connection], Any]) -> Any:
+        with db.session() as s:
+            return fn(s.connection())
+
+    async def read(fn: Callable[[Connection], Any]) -> Any:
+        return await asyncio.to_thread(run, fn)
+
+    context = Context(read=read, limits=settings.limits())
+
+    async def get_context() -> dict[str, Any]:
+        return {"indexer": context}
+
+    return GraphQLRouter(build_schema(settings.limits()), context_getter=get_context,
+                         graphql_ide="graphiql")
+
+
+def processor_check(processor: Processor, settings: IndexerSettings) -> ReadyCheck:
+    """The processor is ready when a step completed recently; the detail carries its figures
+    (``ops-tools status`` shows them)."""
+    stale_s = max(3 * settings.poll_interval_s, 30.0)
+
+    def probe() -> CheckResult:
+        step = processor.last_step
+        if step is None:
+            return CheckResult(False, "no step completed yet (catching up, or the chain does "
+                                      "not answer)")
+        age = time.monotonic() - step.at
+        figures = (f"indexed #{step.height} of {step.genesis_hash}, chain #{step.chain_height}, "
+                   f"lag {max(step.chain_height - step.height, 0)}, finalized "
+                   f"#{step.finalized_height}, resets {step.reset_count}")
+        if age > stale_s:
+            return CheckResult(False, f"last step {age:.0f} s ago ({figures})")
+        return CheckResult(True, figures)
+
+    return ReadyCheck("processor", probe)
+
+
+def build_processor_app(settings: IndexerSettings) -> FastAPI:
+    """The processor program: the processor as the app's background task, with the
+    platform's /health, /ready and /metrics."""
+    db = open_database(settings)
+    processor = Processor(ProcessorOptions(
+        rpc_url=settings.rpc_url, batch_size=settings.batch_size,
+        fetch_ahead=settings.fetch_ahead, poll_interval_s=settings.poll_interval_s), db)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        task = asyncio.create_task(processor.run())
+        try:
+            yield
+        finally:
+            processor.stop()
+            try:
+                # A step in progress (a long catch-up) is not waited for beyond this; every
+                # batch is its own transaction, so stopping between any two is safe.
+                await asyncio.wait_for(asyncio.shield(task), settings.shutdown_timeout_s)
+            except TimeoutError:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    return create_app(
+        ServiceInfo("indexer-processor", description="Writes the indexer's database"),
+        settings, ready_checks=[database_check(db), processor_check(processor, settings)],
+        lifespan=lifespan, json_only=False)
+
+
+def build_app(settings: IndexerSettings, db: Database | None = None) -> FastAPI:
+    db = db or open_database(settings)
+    head = ChainHead(settings.rpc_url)
+    app = create_app(
+        ServiceInfo("indexer", description="GraphQL index of the chain's events"),
+        settings,
+        ready_checks=[database_check(db), index_check(db, head, settings.ready_max_lag)],
+        json_only=False,
+    )
+    app.include_router(graphql_router(db, settings), prefix="/graphql")
+    app.state.db = db
+    return app

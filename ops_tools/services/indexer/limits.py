@@ -1,0 +1,81 @@
+"""Query limits as GraphQL validation: depth, and a cost that multiplies page sizes.
+
+A query over a limit is refused before any resolver runs, with an ``errors`` entry that says
+which limit and by how much.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from graphql import (
+    ASTValidationRule,
+    FieldNode,
+    FragmentSpreadNode,
+    GraphQLError,
+    InlineFragmentNode,
+    IntValueNode,
+    OperationDefinitionNode,
+    SelectionSetNode,
+    ValidationContext,
+)
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_depth: int = 10
+    max_page_size: int = 100
+    default_page_size: int = 20
+    max_cost: int = 20_000
+
+
+#: Fields that return pages: their cost is multiplied by the page size asked for.
+PAGED_FIELDS = frozenset({"blocks", "extrinsics", "events", "transfers", "operators",
+                          "heartbeats", "accounts"})
+
+
+def query_cost(selection_set: SelectionSetNode | None, fragments: dict[str, Any],
+               limits: Limits, seen: frozenset[str] = frozenset()) -> int:
+    """Each field costs 1, plus its children's cost, times the page size for paged fields
+    (a variable page size counts as the largest allowed)."""
+    if selection_set is None:
+        return 0
+    total = 0
+    for sel in selection_set.selections:
+        if isinstance(sel, FieldNode):
+            children = query_cost(sel.selection_set, fragments, limits, seen)
+            factor = 1
+            if sel.name.value in PAGED_FIELDS:
+                factor = limits.default_page_size
+                for arg in sel.arguments or ():
+                    if arg.name.value == "first":
+                        factor = (int(arg.value.value) if isinstance(arg.value, IntValueNode)
+                                  else limits.max_page_size)
+            total += 1 + max(factor, 1) * children
+        elif isinstance(sel, InlineFragmentNode):
+            total += query_cost(sel.selection_set, fragments, limits, seen)
+        elif isinstance(sel, FragmentSpreadNode):
+            name = sel.name.value
+            if name in fragments and name not in seen:
+                total += query_cost(fragments[name].selection_set, fragments, limits,
+                                    seen | {name})
+    return total
+
+
+def cost_rule(limits: Limits) -> type[ASTValidationRule]:
+    class CostRule(ASTValidationRule):
+        def __init__(self, context: ValidationContext) -> None:
+            super().__init__(context)
+
+        def enter_operation_definition(self, node: OperationDefinitionNode,
+                                       *_: Any) -> None:
+            fragments = {f.name.value: f for f in self.context.document.definitions
+                         if f.__class__.__name__ == "FragmentDefinitionNode"}
+            cost = query_cost(node.selection_set, fragments, limits)
+            if cost > limits.max_cost:
+                self.report_error(GraphQLError(
+                    f"query cost {cost} is over the limit {limits.max_cost}: ask for smaller "
+                    f"pages (first) or fewer nested lists", node))
+
+    return CostRule

@@ -1,0 +1,365 @@
+"""The processor: follows a node over RPC and writes the index.
+
+Catch-up fetches batches of blocks (hashes, blocks, events and runtime versions as JSON-RPC
+batches) several batches ahead while the current one is decoded and written in one bulk
+transaction; then it follows new heads by subscription. Before every step it checks the genesis
+(a reset archives the old network and starts the new one from its genesis) and that the stored
+tip is still on the node's best chain (a fork rolls back to the common ancestor).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from scalecodec.utils.ss58 import ss58_decode, ss58_encode
+from sqlalchemy import Connection
+from sqlalchemy.orm import Session
+
+from ops_tools.chainspec.hashing import blake2_128_concat, storage_prefix
+from ops_tools.services.indexer import store
+from ops_tools.services.indexer.decode import Runtime, decode_block
+from ops_tools.services.indexer.forks import (
+    ChainMoved,
+    check_links,
+    common_ancestor,
+    rollback_window,
+)
+from ops_tools.services.indexer.model import Block, RawBlock
+from ops_tools.services.indexer.rpc import RpcClient, RpcError
+
+log = logging.getLogger("net.indexer.processor")
+
+EVENTS_KEY = "0x" + storage_prefix("System", "Events").hex()
+ACCOUNT_PREFIX = storage_prefix("System", "Account")
+OPERATOR_PREFIX = storage_prefix("OperatorStake", "Operators")
+KEYS_PAGE = 1000
+T = TypeVar("T")
+
+
+class Writable(Protocol):
+    def session(self, *, write: bool = False) -> AbstractContextManager[Session]: ...
+
+
+@dataclass(frozen=True)
+class StepReport:
+    """What the last completed step saw (the processor's own /ready)."""
+
+    at: float  # time.monotonic()
+    genesis_hash: str
+    reset_count: int
+    height: int
+    chain_height: int
+    finalized_height: int
+
+
+@dataclass
+class ProcessorOptions:
+    rpc_url: str
+    batch_size: int = 100
+    fetch_ahead: int = 4
+    poll_interval_s: float = 6.0
+    retry_interval_s: float = 1.0
+    ss58_format: int = 42
+
+
+def _storage_key(prefix: bytes, address: str) -> str:
+    return "0x" + (prefix + blake2_128_concat(bytes.fromhex(ss58_decode(address)))).hex()
+
+
+class Processor:
+    def __init__(self, options: ProcessorOptions, db: Writable) -> None:
+        self.o = options
+        self.db = db
+        self.runtimes: dict[int, Runtime] = {}
+        self._loading: dict[int, asyncio.Future[Runtime]] = {}
+        self.runtime_genesis: str | None = None
+        self.stopping = asyncio.Event()
+        self.synced = asyncio.Event()  # set after each completed sync (tests, benchmarks)
+        self.blocks_written = 0
+        self.last_step: StepReport | None = None
+
+    # -- database ---------------------------------------------------------------------------
+
+    def _tx(self, fn: Callable[[Connection], T]) -> T:
+        with self.db.session(write=True) as session:
+            return fn(session.connection())
+
+    async def _db(self, fn: Callable[[Connection], T]) -> T:
+        return await asyncio.to_thread(self._tx, fn)
+
+    # -- main loop --------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    async def run(self) -> None:
+        """Until stopped: connect, sync, follow; on any connection loss start over (a reset
+        restarts the nodes, so a lost connection is the normal sign of one)."""
+        while not self.stopping.is_set():
+            try:
+                async with RpcClient(self.o.rpc_url) as rpc:
+                    await self._follow(rpc)
+            except (RpcError, OSError, ChainMoved) as exc:
+                log.warning("indexer: %s; retrying", exc)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("indexer: unexpected error; retrying")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stopping.wait(), self.o.retry_interval_s)
+
+    async def _follow(self, rpc: RpcClient) -> None:
+        heads = await rpc.subscribe("chain_subscribeNewHeads")
+        stop = asyncio.create_task(self.stopping.wait())
+        try:
+            while not self.stopping.is_set():
+                try:
+                    await self.sync(rpc)
+                except ChainMoved as exc:
+                    log.info("indexer: chain moved during a batch (%s); reconciling", exc)
+                    continue
+                get = asyncio.create_task(heads.get())
+                done, _ = await asyncio.wait({get, stop}, timeout=self.o.poll_interval_s,
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if get not in done:
+                    get.cancel()
+                    continue
+                item = get.result()
+                if isinstance(item, Exception):
+                    raise item
+                while not heads.empty():  # coalesce heads that arrived meanwhile
+                    if isinstance(heads.get_nowait(), Exception):
+                        raise RpcError("subscription ended")
+        finally:
+            stop.cancel()
+
+    # -- one step ---------------------------------------------------------------------------
+
+    async def sync(self, rpc: RpcClient) -> None:
+        genesis, chain_name, best_header, fin_hash = await rpc.batch([
+            ("chain_getBlockHash", [0]), ("system_chain", []), ("chain_getHeader", []),
+            ("chain_getFinalizedHead", []),
+        ])
+        net = await self._db(lambda c: store.ensure_network(c, genesis, chain_name))
+        if net.created:
+            log.info("indexer: indexing network %s (%s), reset count %d", genesis, chain_name,
+                     net.reset_count)
+        if self.runtime_genesis != genesis:
+            self.runtimes.clear()  # another chain may reuse a spec version with other types
+            self._loading.clear()
+            self.runtime_genesis = genesis
+        fin_number = int((await rpc.call("chain_getHeader", [fin_hash]))["number"], 16)
+        best = int(best_header["number"], 16)
+        await self.reconcile(rpc, net.id)
+        height = await self.catch_up(rpc, net.id, best)
+        finalized = min(fin_number, height)
+        fin_stored = await self._db(lambda c: store.block_hash(c, net.id, finalized))
+        await self._db(lambda c: store.set_status(
+            c, net.id, chain_height=best, chain_finalized_height=fin_number,
+            finalized_height=finalized if fin_stored else -1, finalized_hash=fin_stored))
+        self.last_step = StepReport(time.monotonic(), genesis, net.reset_count, height, best,
+                                    finalized if fin_stored else -1)
+        self.synced.set()
+
+    async def reconcile(self, rpc: RpcClient, net: int) -> None:
+        """Rolls back stored blocks that left the node's best chain."""
+        top = await self._db(lambda c: store.tip(c, net))
+        if top is None:
+            return
+        number, stored_hash = top
+        if await rpc.call("chain_getBlockHash", [number]) == stored_hash:
+            return
+        size = 64
+        while True:
+            numbers = list(rollback_window(number, 0, size))
+            chain = dict(zip(numbers, await rpc.batch(
+                [("chain_getBlockHash", [n]) for n in numbers]), strict=True))
+            low, high = numbers[-1], numbers[0]
+            stored = await self._db(lambda c, lo=low, hi=high: store.stored_hashes(c, net, lo, hi))
+            ancestor = common_ancestor(stored, chain)
+            if ancestor is not None:
+                break
+            if low == 0:
+                raise ChainMoved("no common block with the node's chain; the genesis changed")
+            size *= 4
+        ancestor_hash = chain[ancestor]
+        assert ancestor_hash is not None
+        accounts, operators = await self._db(lambda c: store.touched_above(c, net, ancestor))
+        snap_accounts, snap_operators = await self._snapshots(rpc, ancestor_hash, accounts,
+                                                              operators)
+
+        def write(c: Connection) -> int:
+            removed = store.rollback(c, net, ancestor)
+            store.put_accounts(c, net, ancestor, snap_accounts)
+            store.put_operators(c, net, ancestor, snap_operators)
+            store.set_status(c, net, height=ancestor, hash=ancestor_hash)
+            return removed
+
+        removed = await self._db(write)
+        log.warning("indexer: fork: rolled back %d block(s) above #%d (%s)", removed, ancestor,
+                    ancestor_hash)
+
+    async def catch_up(self, rpc: RpcClient, net: int, best: int) -> int:
+        top = await self._db(lambda c: store.tip(c, net))
+        start = top[0] + 1 if top else 0
+        prev_hash = top[1] if top else None
+        if start > best:
+            return top[0] if top else -1
+        ranges = [(lo, min(lo + self.o.batch_size - 1, best))
+                  for lo in range(start, best + 1, self.o.batch_size)]
+        pending: list[asyncio.Task[list[RawBlock]]] = []
+        # One batch is written (in a thread) while the next one is decoded; writes stay in
+        # order because each waits for the one before.
+        writing: asyncio.Task[None] | None = None
+        height = start - 1
+        try:
+            it = iter(ranges)
+            for rng in _take(it, self.o.fetch_ahead):
+                pending.append(asyncio.create_task(self._fetch(rpc, *rng)))
+            while pending:
+                raws = await pending.pop(0)
+                for rng in _take(it, 1):
+                    pending.append(asyncio.create_task(self._fetch(rpc, *rng)))
+                check_links(prev_hash, raws)
+                blocks = [decode_block(r, self.runtimes[r.spec_version]) for r in raws]
+                if writing is not None:
+                    await writing
+                writing = asyncio.create_task(self._store_batch(rpc, net, blocks))
+                prev_hash, height = blocks[-1].hash, blocks[-1].number
+            if writing is not None:
+                await writing
+        finally:
+            for task in [*pending, *([writing] if writing else [])]:
+                if not task.done():
+                    task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+        return height
+
+    async def _store_batch(self, rpc: RpcClient, net: int, blocks: list[Block]) -> None:
+        last = blocks[-1]
+        accounts: set[str] = set()
+        operators: set[str] = set()
+        for b in blocks:
+            accounts |= b.touched_accounts()
+            operators |= b.touched_operators()
+        if blocks[0].number == 0:
+            accounts |= await self._all_keys(rpc, ACCOUNT_PREFIX, blocks[0].hash)
+            operators |= await self._all_keys(rpc, OPERATOR_PREFIX, blocks[0].hash)
+        snap_accounts, snap_operators = await self._snapshots(rpc, last.hash, accounts, operators)
+
+        def write(c: Connection) -> None:
+            store.insert_blocks(c, net, blocks)
+            store.put_accounts(c, net, last.number, snap_accounts)
+            store.put_operators(c, net, last.number, snap_operators)
+            store.set_status(c, net, height=last.number, hash=last.hash,
+                             spec_version=last.spec_version)
+
+        await self._db(write)
+        self.blocks_written += len(blocks)
+
+    # -- fetching ---------------------------------------------------------------------------
+
+    async def _fetch(self, rpc: RpcClient, low: int, high: int) -> list[RawBlock]:
+        numbers = range(low, high + 1)
+        hashes = await rpc.batch([("chain_getBlockHash", [n]) for n in numbers])
+        if any(h is None for h in hashes):
+            raise ChainMoved(f"the node's best chain no longer reaches #{high}")
+        calls: list[tuple[str, list[Any]]] = []
+        for h in hashes:
+            calls += [("chain_getBlock", [h]), ("state_getStorage", [EVENTS_KEY, h])]
+        calls += [("state_getRuntimeVersion", [hashes[0]]),
+                  ("state_getRuntimeVersion", [hashes[-1]])]
+        answers = await rpc.batch(calls)
+        first_v, last_v = answers[-2]["specVersion"], answers[-1]["specVersion"]
+        if first_v == last_v:
+            versions = [first_v] * len(hashes)
+        else:  # a runtime upgrade inside this batch: ask for each block
+            versions = [v["specVersion"] for v in await rpc.batch(
+                [("state_getRuntimeVersion", [h]) for h in hashes])]
+        for version, h in zip(versions, hashes, strict=True):
+            await self._runtime(rpc, version, h)
+        out = []
+        for i, (n, h) in enumerate(zip(numbers, hashes, strict=True)):
+            signed, events = answers[2 * i], answers[2 * i + 1]
+            if signed is None:
+                raise ChainMoved(f"block {h} (#{n}) is gone from the node")
+            block = signed["block"]
+            out.append(RawBlock(number=n, hash=h, parent_hash=block["header"]["parentHash"],
+                                extrinsics=block["extrinsics"], events=events,
+                                spec_version=versions[i]))
+        return out
+
+    async def _runtime(self, rpc: RpcClient, version: int, at: str) -> Runtime:
+        """The decoders of ``version``, built once even when batches fetched side by side all
+        meet a new version (decoding the metadata takes a second or more)."""
+        if version in self.runtimes:
+            return self.runtimes[version]
+        if version not in self._loading:
+            async def load() -> Runtime:
+                metadata = await rpc.call("state_getMetadata", [at])
+                runtime = await asyncio.to_thread(Runtime, version, metadata, self.o.ss58_format)
+                self.runtimes[version] = runtime
+                return runtime
+            self._loading[version] = asyncio.ensure_future(load())
+        try:
+            return await asyncio.shield(self._loading[version])
+        finally:
+            if self._loading.get(version) is not None and self._loading[version].done():
+                self._loading.pop(version, None)
+
+    async def _all_keys(self, rpc: RpcClient, prefix: bytes, at: str) -> set[str]:
+        prefix_hex = "0x" + prefix.hex()
+        found: set[str] = set()
+        start: str | None = None
+        while True:
+            keys = await rpc.call("state_getKeysPaged", [prefix_hex, KEYS_PAGE, start, at])
+            for key in keys:
+                found.add(ss58_encode(key[-64:], self.o.ss58_format))
+            if len(keys) < KEYS_PAGE:
+                return found
+            start = keys[-1]
+
+    async def _snapshots(self, rpc: RpcClient, at: str, accounts: set[str],
+                         operators: set[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+        if not accounts and not operators:
+            return {}, {}
+        version = (await rpc.call("state_getRuntimeVersion", [at]))["specVersion"]
+        runtime = await self._runtime(rpc, version, at)
+        acc_keys = {_storage_key(ACCOUNT_PREFIX, a): a for a in sorted(accounts)}
+        op_keys = {_storage_key(OPERATOR_PREFIX, a): a for a in sorted(operators)}
+        values: dict[str, str | None] = {}
+        all_keys = list(acc_keys) + list(op_keys)
+        for chunk in _chunks(all_keys, 500):
+            for change_set in await rpc.call("state_queryStorageAt", [chunk, at]):
+                for key, value in change_set["changes"]:
+                    values[key] = value
+        acc_type = runtime.storage_value_type("System", "Account")
+        op_type = runtime.storage_value_type("OperatorStake", "Operators")
+        snap_accounts = {a: (runtime.decode_value(acc_type, values[k]) if values.get(k) else None)
+                         for k, a in acc_keys.items()}
+        snap_operators = {a: (runtime.decode_value(op_type, values[k]) if values.get(k) else None)
+                          for k, a in op_keys.items()}
+        return snap_accounts, snap_operators
+
+
+def _take(it: Iterator[T], n: int) -> list[T]:
+    out = []
+    for _ in range(n):
+        try:
+            out.append(next(it))
+        except StopIteration:
+            break
+    return out
+
+
+def _chunks(items: list[T], size: int) -> Iterator[list[T]]:
+    for i in range(0, len(items), size):
+        yield items[i:i + size]

@@ -1,0 +1,375 @@
+"""The GraphQL schema (Strawberry): status, blocks, extrinsics, events and the network's domain
+(transfers, operators, heartbeats, accounts), each list a Relay-style connection."""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, Generic, NewType, TypeVar
+
+import strawberry
+from graphql import GraphQLError
+from sqlalchemy import Connection as SAConnection
+from strawberry.extensions import AddValidationRules, MaskErrors, QueryDepthLimiter
+from strawberry.scalars import JSON
+from strawberry.types import Info
+
+from ops_tools.services.indexer import queries
+from ops_tools.services.indexer.limits import Limits, cost_rule
+from ops_tools.services.indexer.queries import Page, QueryError, encode_cursor
+
+BigInt = strawberry.scalar(
+    NewType("BigInt", str), serialize=str, parse_value=lambda v: str(int(v)),
+    description="An unsigned integer of any size (plancks), as a decimal string.",
+)
+T = TypeVar("T")
+
+
+@dataclass
+class Context:
+    read: Callable[[Callable[[SAConnection], Any]], Awaitable[Any]]
+    limits: Limits
+
+
+def _ctx(info: Info) -> Context:
+    return info.context["indexer"]
+
+
+def _first(info: Info, first: int | None) -> int:
+    limits = _ctx(info).limits
+    if first is None:
+        return limits.default_page_size
+    if not 1 <= first <= limits.max_page_size:
+        raise QueryError(f"first: {first} is outside 1..{limits.max_page_size}; ask for at most "
+                         f"{limits.max_page_size} and page with after")
+    return first
+
+
+@strawberry.enum
+class Order(enum.Enum):
+    ASC = "asc"
+    DESC = "desc"
+
+
+@strawberry.type
+class PageInfo:
+    has_next_page: bool
+    has_previous_page: bool
+    start_cursor: str | None
+    end_cursor: str | None
+
+
+@strawberry.type
+class Edge(Generic[T]):
+    node: T
+    cursor: str
+
+
+@strawberry.type
+class Connection(Generic[T]):
+    edges: list[Edge[T]]
+    page_info: PageInfo
+
+
+def _connection(kind: str, page: Page, make: Callable[[Any], Any]) -> Connection[Any]:
+    cursors = [encode_cursor(kind, k) for k in page.keys]
+    edges = [Edge(node=make(r), cursor=c) for r, c in zip(page.rows, cursors, strict=True)]
+    return Connection(edges=edges, page_info=PageInfo(
+        has_next_page=page.has_next, has_previous_page=page.has_previous,
+        start_cursor=cursors[0] if cursors else None,
+        end_cursor=cursors[-1] if cursors else None))
+
+
+@strawberry.type
+class IndexStatus:
+    height: int = strawberry.field(description="Highest indexed block (-1 before the genesis).")
+    hash: str | None
+    finalized_height: int
+    finalized_hash: str | None
+    chain_height: int
+    lag: int
+    genesis_hash: str
+    chain_name: str | None
+    spec_version: int | None
+    reset_count: int
+    active: bool
+    updated_at: str | None
+
+
+def _status(net: Any) -> IndexStatus:
+    return IndexStatus(
+        height=net.height, hash=net.hash, finalized_height=net.finalized_height,
+        finalized_hash=net.finalized_hash, chain_height=net.chain_height,
+        lag=max(net.chain_height - net.height, 0), genesis_hash=net.genesis_hash,
+        chain_name=net.chain_name, spec_version=net.spec_version, reset_count=net.reset_count,
+        active=net.active, updated_at=net.updated_at.isoformat() if net.updated_at else None)
+
+
+@strawberry.type
+class Block:
+    number: int
+    hash: str
+    parent_hash: str
+    spec_version: int
+    extrinsic_count: int
+    event_count: int
+    finalized: bool
+
+
+def _block(row: Any, net: Any) -> Block:
+    return Block(number=row.number, hash=row.hash, parent_hash=row.parent_hash,
+                 spec_version=row.spec_version, extrinsic_count=row.extrinsic_count,
+                 event_count=row.event_count, finalized=row.number <= net.finalized_height)
+
+
+@strawberry.type
+class Extrinsic:
+    network_id: strawberry.Private[int]
+    block_number: int
+    index: int
+    hash: str
+    signer: str | None
+    pallet: str
+    call: str
+    args: JSON
+    success: bool
+    fee: BigInt | None  # type: ignore[valid-type]
+    error: JSON | None
+
+    @strawberry.field(description="The events this extrinsic emitted.")
+    async def events(self, info: Info, first: int | None = None) -> list[Event]:
+        n = _first(info, first)
+        page = await _ctx(info).read(lambda c: queries.events(
+            c, self.network_id, n, None, False, pallet=None, name=None, account=None,
+            low=None, high=None, extrinsic=(self.block_number, self.index)))
+        return [_event(r) for r in page.rows]
+
+
+def _extrinsic(row: Any) -> Extrinsic:
+    return Extrinsic(network_id=row.network_id, block_number=row.block_number, index=row.idx,
+                     hash=row.hash, signer=row.signer, pallet=row.pallet, call=row.call,
+                     args=json.loads(row.args), success=row.success, fee=row.fee,
+                     error=json.loads(row.error) if row.error else None)
+
+
+@strawberry.type
+class Event:
+    network_id: strawberry.Private[int]
+    block_number: int
+    index: int
+    extrinsic_index: int | None
+    phase: str
+    pallet: str
+    name: str
+    args: JSON
+
+    @strawberry.field(description="The extrinsic that emitted it (none for block hooks).")
+    async def extrinsic(self, info: Info) -> Extrinsic | None:
+        if self.extrinsic_index is None:
+            return None
+        row = await _ctx(info).read(lambda c: queries.extrinsic_at(
+            c, self.network_id, self.block_number, self.extrinsic_index))
+        return _extrinsic(row) if row else None
+
+
+def _event(row: Any) -> Event:
+    return Event(network_id=row.network_id, block_number=row.block_number, index=row.idx,
+                 extrinsic_index=row.extrinsic_idx, phase=row.phase, pallet=row.pallet,
+                 name=row.name, args=json.loads(row.args))
+
+
+@strawberry.type
+class Transfer:
+    from_: str = strawberry.field(name="from")
+    to: str
+    amount: BigInt  # type: ignore[valid-type]
+    block_number: int
+    event_index: int
+    extrinsic_hash: str | None
+
+
+@strawberry.type
+class Operator:
+    account: str
+    stake: BigInt  # type: ignore[valid-type]
+    attestation_hash: str
+    last_heartbeat_epoch: int
+    registered_at: int = strawberry.field(description="Block of the registration.")
+    as_of_block: int
+
+
+@strawberry.type
+class Heartbeat:
+    account: str
+    epoch: int
+    block_number: int
+    event_index: int
+    extrinsic_hash: str | None
+
+
+@strawberry.type
+class Account:
+    address: str
+    free: BigInt  # type: ignore[valid-type]
+    reserved: BigInt  # type: ignore[valid-type]
+    frozen: BigInt  # type: ignore[valid-type]
+    nonce: int
+    as_of_block: int
+
+
+@strawberry.type
+class Query:
+    @strawberry.field(description="How far the index is, and of which network.")
+    async def index_status(self, info: Info, genesis_hash: str | None = None) -> IndexStatus:
+        net = await _ctx(info).read(lambda c: queries.network(c, genesis_hash))
+        return _status(net)
+
+    @strawberry.field(description="Every network indexed, the current one and those archived "
+                                  "by resets.")
+    async def networks(self, info: Info) -> list[IndexStatus]:
+        return [_status(n) for n in await _ctx(info).read(queries.networks)]
+
+    @strawberry.field
+    async def block(self, info: Info, number: int | None = None, hash: str | None = None,
+                    genesis_hash: str | None = None) -> Block | None:
+        if number is None and hash is None:
+            raise QueryError("block: pass number or hash")
+
+        def read(c: SAConnection) -> Block | None:
+            net = queries.network(c, genesis_hash)
+            row = queries.block(c, net.id, number, hash)
+            return _block(row, net) if row else None
+        return await _ctx(info).read(read)
+
+    @strawberry.field
+    async def blocks(self, info: Info, first: int | None = None, after: str | None = None,
+                     order: Order = Order.ASC, from_block: int | None = None,
+                     to_block: int | None = None,
+                     genesis_hash: str | None = None) -> Connection[Block]:
+        n = _first(info, first)
+
+        def read(c: SAConnection) -> Connection[Block]:
+            net = queries.network(c, genesis_hash)
+            page = queries.blocks(c, net.id, n, after, order is Order.DESC, from_block, to_block)
+            return _connection("block", page, lambda r: _block(r, net))
+        return await _ctx(info).read(read)
+
+    @strawberry.field
+    async def extrinsics(self, info: Info, first: int | None = None, after: str | None = None,
+                         order: Order = Order.ASC, pallet: str | None = None,
+                         call: str | None = None,
+                         account: Annotated[str | None, strawberry.argument(
+                             description="The signer (ss58).")] = None,
+                         success: bool | None = None, hash: str | None = None,
+                         from_block: int | None = None, to_block: int | None = None,
+                         genesis_hash: str | None = None) -> Connection[Extrinsic]:
+        n = _first(info, first)
+
+        def read(c: SAConnection) -> Connection[Extrinsic]:
+            net = queries.network(c, genesis_hash)
+            page = queries.extrinsics(c, net.id, n, after, order is Order.DESC, pallet=pallet,
+                                      call=call, account=account, success=success,
+                                      low=from_block, high=to_block, hash_=hash)
+            return _connection("extrinsic", page, _extrinsic)
+        return await _ctx(info).read(read)
+
+    @strawberry.field
+    async def events(self, info: Info, first: int | None = None, after: str | None = None,
+                     order: Order = Order.ASC, pallet: str | None = None,
+                     name: str | None = None,
+                     account: Annotated[str | None, strawberry.argument(
+                         description="An account (ss58) the event names.")] = None,
+                     from_block: int | None = None, to_block: int | None = None,
+                     genesis_hash: str | None = None) -> Connection[Event]:
+        n = _first(info, first)
+
+        def read(c: SAConnection) -> Connection[Event]:
+            net = queries.network(c, genesis_hash)
+            page = queries.events(c, net.id, n, after, order is Order.DESC, pallet=pallet,
+                                  name=name, account=account, low=from_block, high=to_block)
+            return _connection("event", page, _event)
+        return await _ctx(info).read(read)
+
+    @strawberry.field(description="Balances.Transfer events.")
+    async def transfers(self, info: Info, first: int | None = None, after: str | None = None,
+                        order: Order = Order.ASC,
+                        account: Annotated[str | None, strawberry.argument(
+                            description="Sender or recipient (ss58).")] = None,
+                        from_: Annotated[str | None, strawberry.argument(name="from")] = None,
+                        to: str | None = None, from_block: int | None = None,
+                        to_block: int | None = None,
+                        genesis_hash: str | None = None) -> Connection[Transfer]:
+        n = _first(info, first)
+
+        def read(c: SAConnection) -> Connection[Transfer]:
+            net = queries.network(c, genesis_hash)
+            page = queries.transfers(c, net.id, n, after, order is Order.DESC, account=account,
+                                     sender=from_, recipient=to, low=from_block, high=to_block)
+            return _connection("transfer", page, lambda r: Transfer(
+                from_=r.sender, to=r.recipient, amount=r.amount, block_number=r.block_number,
+                event_index=r.event_idx, extrinsic_hash=r.extrinsic_hash))
+        return await _ctx(info).read(read)
+
+    @strawberry.field(description="Registered operators as OperatorStake.Operators holds them "
+                                  "at the last indexed block that touched them.")
+    async def operators(self, info: Info, first: int | None = None, after: str | None = None,
+                        order: Order = Order.ASC, account: str | None = None,
+                        genesis_hash: str | None = None) -> Connection[Operator]:
+        n = _first(info, first)
+
+        def read(c: SAConnection) -> Connection[Operator]:
+            net = queries.network(c, genesis_hash)
+            page = queries.operators(c, net.id, n, after, order is Order.DESC, account=account)
+            return _connection("operator", page, lambda r: Operator(
+                account=r.account, stake=r.stake, attestation_hash=r.attestation_hash,
+                last_heartbeat_epoch=r.last_heartbeat_epoch, registered_at=r.registered_at,
+                as_of_block=r.block_number))
+        return await _ctx(info).read(read)
+
+    @strawberry.field(description="OperatorStake.HeartbeatReceived events.")
+    async def heartbeats(self, info: Info, first: int | None = None, after: str | None = None,
+                         order: Order = Order.ASC, account: str | None = None,
+                         from_block: int | None = None, to_block: int | None = None,
+                         genesis_hash: str | None = None) -> Connection[Heartbeat]:
+        n = _first(info, first)
+
+        def read(c: SAConnection) -> Connection[Heartbeat]:
+            net = queries.network(c, genesis_hash)
+            page = queries.heartbeats(c, net.id, n, after, order is Order.DESC, account=account,
+                                      low=from_block, high=to_block)
+            return _connection("heartbeat", page, lambda r: Heartbeat(
+                account=r.account, epoch=r.epoch, block_number=r.block_number,
+                event_index=r.event_idx, extrinsic_hash=r.extrinsic_hash))
+        return await _ctx(info).read(read)
+
+    @strawberry.field(description="Balances (System.Account) as of the last indexed block.")
+    async def accounts(self, info: Info, first: int | None = None, after: str | None = None,
+                       order: Order = Order.ASC, address: str | None = None,
+                       genesis_hash: str | None = None) -> Connection[Account]:
+        n = _first(info, first)
+
+        def read(c: SAConnection) -> Connection[Account]:
+            net = queries.network(c, genesis_hash)
+            page = queries.accounts(c, net.id, n, after, order is Order.DESC, address=address)
+            return _connection("account", page, lambda r: Account(
+                address=r.address, free=r.free, reserved=r.reserved, frozen=r.frozen,
+                nonce=r.nonce, as_of_block=r.block_number))
+        return await _ctx(info).read(read)
+
+
+def _masked(error: GraphQLError) -> bool:
+    """Errors of the query (bad arguments, limits) are shown; anything else is an internal
+    failure whose text is not the client's business."""
+    original = error.original_error
+    return original is not None and not isinstance(original, QueryError | GraphQLError)
+
+
+def build_schema(limits: Limits) -> strawberry.Schema:
+    return strawberry.Schema(query=Query, extensions=[
+        QueryDepthLimiter(max_depth=limits.max_depth),
+        AddValidationRules([cost_rule(limits)]),
+        MaskErrors(should_mask_error=_masked,
+                   error_message="internal error of the indexer; see its log"),
+    ])

@@ -1,0 +1,31 @@
+"""Configuration of both indexer programs (one YAML file serves the processor and the API)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import Field
+
+from ops_tools.services.common.settings import ServiceSettings
+from ops_tools.services.indexer.limits import Limits
+
+
+class IndexerSettings(ServiceSettings):
+    service_name: ClassVar[str] = "indexer"
+
+    listen_port: int = Field(default=8004, ge=1, le=65535)
+    # Processor
+    batch_size: int = Field(default=100, ge=1, le=1000)
+    fetch_ahead: int = Field(default=4, ge=1, le=32)
+    poll_interval_s: float = Field(default=6.0, gt=0, le=600)
+    # API
+    ready_max_lag: int = Field(default=5, ge=0, description="blocks behind the chain's best")
+    max_depth: int = Field(default=10, ge=2, le=50)
+    max_page_size: int = Field(default=100, ge=1, le=1000)
+    default_page_size: int = Field(default=20, ge=1, le=1000)
+    max_cost: int = Field(default=20_000, ge=10)
+
+    def limits(self) -> Limits:
+        return Limits(max_depth=self.max_depth, max_page_size=self.max_page_size,
+                      default_page_size=min(self.default_page_size, self.max_page_size),
+                      max_cost=self.max_cost)

@@ -1,0 +1,89 @@
+"""The report hash against an independent implementation of docs/attestation.md written here:
+a hand-rolled RFC 8785 serializer (no json module) and BLAKE2b-256 with the domain prefix."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from ops_tools.services.attestation.canonical import canonical_bytes, report_hash
+from tests.services.attestation.helpers import make_report
+
+
+def jcs_string(text: str) -> str:
+    out = ['"']
+    short = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r",
+             "\t": "\\t"}
+    for ch in text:
+        if ch in short:
+            out.append(short[ch])
+        elif ord(ch) < 0x20:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def jcs(value) -> str:
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return jcs_string(value)
+    if isinstance(value, list):
+        return "[" + ",".join(jcs(v) for v in value) + "]"
+    if isinstance(value, dict):
+        def utf16_units(key: str) -> list[int]:
+            data = key.encode("utf-16-be")
+            return [int.from_bytes(data[i:i + 2], "big") for i in range(0, len(data), 2)]
+        keys = sorted(value, key=utf16_units)
+        return "{" + ",".join(jcs_string(k) + ":" + jcs(value[k]) for k in keys) + "}"
+    raise TypeError(type(value))
+
+
+def independent_hash(report: dict) -> str:
+    body = {k: v for k, v in report.items() if k != "hash"}
+    data = b"NET-attestation-report-v1\x00" + jcs(body).encode("utf-8")
+    return "0x" + hashlib.blake2b(data, digest_size=32).hexdigest()
+
+
+def test_issued_report_hash_matches_the_independent_implementation():
+    report = make_report(account="5GrwvaEF5zXb26Fz9rcQpDWS57CtERHpNehXCPcNoHGKutQY")
+    assert report["hash"] == independent_hash(report)
+    assert report_hash(report) == report["hash"]
+
+
+def test_awkward_values_encode_the_same():
+    # Non-ASCII, control characters, escapes, nesting, and keys whose UTF-16 order differs
+    # from their code-point order (U+E000 sorts after U+1F600's surrogate pair in UTF-16).
+    value = {
+        "z": [1, -2, 0, True, False, None, {"b": "x", "a": "y"}],
+        "\ue000": "private use",
+        "\U0001f600": "emoji",
+        "text": 'quote " backslash \\ tab \t nl \n bell \x07 del \x7f é 中',
+        "": "empty key",
+        "big": 2**53 - 1,
+    }
+    assert canonical_bytes(value) == jcs(value).encode("utf-8")
+    report = {**value, "hash": "ignored"}
+    assert report_hash(report) == independent_hash(report)
+
+
+def test_the_hash_changes_with_any_field_and_ignores_hash_itself():
+    report = make_report()
+    assert report_hash({**report, "hash": "0x" + "00" * 32}) == report["hash"]
+    assert report_hash({**report, "operator_id": "someone-else"}) != report["hash"]
+    assert report_hash({**report, "mock": False}) != report["hash"]
+
+
+@pytest.mark.parametrize("bad", [1.5, 2**53, {1: "x"}, b"bytes"])
+def test_values_outside_the_encoding_are_refused(bad):
+    with pytest.raises(ValueError, match=r"\$"):
+        canonical_bytes({"x": bad})

@@ -1,0 +1,132 @@
+"""The indexer left running through a fork and through a reset of the chain under it.
+
+Fork: two authorities of one chain author separately (not connected), the indexer follows the
+one with the shorter chain; once connected, that node switches to the longer chain and the
+indexer must roll back the blocks of the losing branch. Reset: the node is replaced by one of
+another genesis on the same address; the indexer archives the old network and indexes the new
+one from its genesis, without being touched.
+"""
+
+from __future__ import annotations
+
+from substrateinterface import Keypair
+
+from ops_tools.devnode.harness import DevNode, plain_spec, raw_spec
+from tests.services.indexer.chain_ops import TOKEN, fresh_account, submit
+from tests.services.indexer.harness import Indexer
+
+ALICE = Keypair.create_from_uri("//Alice", ss58_format=42)
+BLOCKS_Q = """query($after: String) { blocks(first: 100, after: $after) {
+  edges { node { number hash parentHash } } pageInfo { hasNextPage endCursor } } }"""
+
+
+def indexed_blocks(ix: Indexer) -> dict[int, str]:
+    out: dict[int, str] = {}
+    after = None
+    while True:
+        page = ix.data(BLOCKS_Q, {"after": after})["blocks"]
+        out.update({e["node"]["number"]: e["node"]["hash"] for e in page["edges"]})
+        if not page["pageInfo"]["hasNextPage"]:
+            return out
+        after = page["pageInfo"]["endCursor"]
+
+
+def test_blocks_of_the_losing_branch_are_rolled_back(tmp_path):
+    spec = raw_spec(plain_spec(tmp_path / "two.json", chain_id="fork_net", slot_ms=300,
+                               authorities=("Alice", "Bob")))
+    alice = DevNode(tmp_path / "alice", str(spec), name="alice", validator_key="alice")
+    bob = DevNode(tmp_path / "bob", str(spec), name="bob", validator_key="bob")
+    ix = Indexer(tmp_path / "indexer", bob.ws, f"sqlite:///{tmp_path / 'indexer.db'}")
+    try:
+        alice.start()
+        alice.wait_for(lambda: alice.best() >= 20, 60, "Alice's branch to reach #20")
+        bob.start()
+        bob.wait_for(lambda: bob.best() >= 4, 60, "Bob's branch to reach #4")
+        ix.start()
+        ix.wait_height(4)
+        losing = indexed_blocks(ix)
+        assert losing[1] != alice.call("chain_getBlockHash", [1])  # two branches indeed
+
+        bob.call("system_addReservedPeer", [alice.bootnode()])
+        bob.wait_for(lambda: bob.call("chain_getBlockHash", [1])
+                     == alice.call("chain_getBlockHash", [1]), 60, "Bob to adopt Alice's chain")
+
+        def on_alices_chain() -> bool:
+            st = ix.status()
+            if not st or st["height"] < 20:
+                return False
+            blocks = indexed_blocks(ix)
+            return all(alice.call("chain_getBlockHash", [n]) == h for n, h in blocks.items()
+                       if n <= min(st["height"], alice.best()))
+        ix.wait_for(on_alices_chain, 90, "the index to follow Alice's chain")
+
+        for number, block_hash in losing.items():
+            if number == 0:
+                continue
+            found = ix.data("query($h: String) { block(hash: $h) { number } }", {"h": block_hash})
+            assert found["block"] is None, f"block #{number} of the losing branch is still there"
+        blocks = indexed_blocks(ix)
+        assert sorted(blocks) == list(range(len(blocks)))  # no gaps
+        st = ix.status()
+        assert st["finalizedHeight"] <= bob.finalized()
+        assert "rolled back" in (tmp_path / "indexer" / "processor.log").read_text()
+    finally:
+        ix.stop()
+        bob.stop()
+        alice.stop()
+
+
+def _on_port(node: DevNode, port: int) -> DevNode:
+    i = node.args.index("--rpc-port")
+    node.args[i + 1] = str(port)
+    node.rpc_port = port
+    return node
+
+
+def test_a_reset_archives_the_old_network_and_indexes_the_new_one(tmp_path, database_url):
+    # Another runtime parameter, another genesis state: what a pallet-suite bump does.
+    specs = [raw_spec(plain_spec(tmp_path / f"{name}.json", chain_id="reset_net", slot_ms=300,
+                                 epoch_length=epoch))
+             for name, epoch in (("before_reset", 10), ("after_reset", 11))]
+    old = DevNode(tmp_path / "old", str(specs[0]), name="old").start()
+    new = _on_port(DevNode(tmp_path / "new", str(specs[1]), name="new"), old.rpc_port)
+    ix = Indexer(tmp_path / "indexer", old.ws, database_url)
+    try:
+        ix.start_api()  # before any processor: nothing indexed, not ready
+        status, body = ix.http("GET", "/ready")
+        assert status == 503 and "no network indexed yet" in body["error"]["message"], body
+        ix.start_processor()
+        receiver = fresh_account().ss58_address
+        number, xt_hash = submit(old.ws, ALICE, "Balances", "transfer_keep_alive",
+                                 {"dest": receiver, "value": 3 * TOKEN})
+        old_genesis = old.call("chain_getBlockHash", [0])
+        ix.wait_height(number)
+
+        old.stop()  # the reset: the nodes go down and come back on a new genesis
+        new.start()
+        new_genesis = new.call("chain_getBlockHash", [0])
+        assert new_genesis != old_genesis
+        new.wait_for(lambda: new.best() >= 3, 30, "blocks on the new chain")
+        st = ix.wait_height(3, genesis=new_genesis, timeout=60)
+        assert st["resetCount"] == 1
+
+        ix.wait_for(lambda: ix.http("GET", "/ready")[0] == 200, 60, "/ready on the new genesis")
+        q = """query($a: String!, $g: String) { transfers(account: $a, genesisHash: $g) {
+                 edges { node { from to amount blockNumber extrinsicHash } } } }"""
+        kept = ix.data(q, {"a": receiver, "g": old_genesis})["transfers"]["edges"]
+        assert [e["node"] for e in kept] == [{
+            "from": ALICE.ss58_address, "to": receiver, "amount": str(3 * TOKEN),
+            "blockNumber": number, "extrinsicHash": xt_hash}]
+        assert ix.data(q, {"a": receiver, "g": None})["transfers"]["edges"] == []
+        nets = ix.data("{ networks { genesisHash active resetCount height } }")["networks"]
+        assert [(n["genesisHash"], n["active"], n["resetCount"]) for n in nets] == [
+            (old_genesis, False, 0), (new_genesis, True, 1)]
+        assert nets[0]["height"] >= number
+        archived = ix.status(old_genesis)
+        assert archived["genesisHash"] == old_genesis and archived["height"] >= number
+    finally:
+        ix.stop()
+        new.stop()
+        old.stop()
+
+

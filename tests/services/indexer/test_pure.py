@@ -1,0 +1,115 @@
+"""Pure parts of the indexer: fork decisions, cursors, query cost, decoding helpers, and the
+storage functions on an in-memory database."""
+
+from __future__ import annotations
+
+import pytest
+from graphql import parse
+from sqlalchemy import create_engine
+
+from ops_tools.services.indexer import queries, store
+from ops_tools.services.indexer.decode import accounts_in, extrinsic_hash
+from ops_tools.services.indexer.forks import (
+    ChainMoved,
+    check_links,
+    common_ancestor,
+    rollback_window,
+)
+from ops_tools.services.indexer.limits import Limits, query_cost
+from ops_tools.services.indexer.model import Block, Event, RawBlock, Transfer
+from ops_tools.services.indexer.tables import Base
+
+ALICE = "5GrwvaEF5zXb26Fz9rcQpDWS57CtERHpNehXCPcNoHGKutQY"
+BOB = "5FHneW46xGXgs5mUiveU4sbTyGBzmstUspZC92UhjJM694ty"
+
+
+def raw(n: int, h: str, parent: str) -> RawBlock:
+    return RawBlock(number=n, hash=h, parent_hash=parent, extrinsics=[], events=None,
+                    spec_version=6)
+
+
+def test_common_ancestor_is_the_highest_agreeing_number():
+    stored = {5: "a5", 6: "a6", 7: "a7", 8: "a8"}
+    assert common_ancestor(stored, {5: "a5", 6: "a6", 7: "b7", 8: "b8"}) == 6
+    assert common_ancestor(stored, {5: "a5", 6: "a6", 7: "a7", 8: None}) == 7  # chain shorter
+    assert common_ancestor(stored, {5: "b5", 6: "b6", 7: "b7", 8: "b8"}) is None
+
+
+def test_rollback_window_never_goes_below_the_floor():
+    assert list(rollback_window(10, 0, 4)) == [10, 9, 8, 7]
+    assert list(rollback_window(10, 8, 64)) == [10, 9, 8]
+    assert list(rollback_window(2, 0, 64)) == [2, 1, 0]
+
+
+def test_a_batch_must_extend_the_stored_tip():
+    check_links("t", [raw(1, "a", "t"), raw(2, "b", "a")])
+    with pytest.raises(ChainMoved, match="#2"):
+        check_links("t", [raw(1, "a", "t"), raw(2, "b", "x")])
+    with pytest.raises(ChainMoved, match="#1"):
+        check_links("other", [raw(1, "a", "t")])
+
+
+def test_cursors_round_trip_and_refuse_other_lists():
+    cursor = queries.encode_cursor("event", [12, 3])
+    assert queries.decode_cursor("event", cursor) == [12, 3]
+    with pytest.raises(queries.QueryError, match="after:"):
+        queries.decode_cursor("transfer", cursor)
+    with pytest.raises(queries.QueryError, match="after: 'garbage'"):
+        queries.decode_cursor("event", "garbage")
+
+
+def test_query_cost_multiplies_page_sizes():
+    limits = Limits(default_page_size=20, max_page_size=100)
+    flat = parse("{ events(first: 10) { edges { cursor } } }").definitions[0]
+    assert query_cost(flat.selection_set, {}, limits) == 1 + 10 * 2
+    default = parse("{ events { edges { cursor } } }").definitions[0]
+    assert query_cost(default.selection_set, {}, limits) == 1 + 20 * 2
+    variable = parse("query($n: Int) { events(first: $n) { edges { cursor } } }").definitions[0]
+    assert query_cost(variable.selection_set, {}, limits) == 1 + 100 * 2
+    doc = parse("{ events(first: 5) { ...E } } fragment E on EventConnection { edges { cursor } }")
+    fragments = {d.name.value: d for d in doc.definitions[1:]}
+    assert query_cost(doc.definitions[0].selection_set, fragments, limits) == 1 + 5 * 2
+
+
+def test_accounts_are_found_in_nested_event_fields():
+    args = {"from": ALICE, "to": BOB, "amount": 5, "nested": {"who": [ALICE]},
+            "note": "5GrwvaEF5zXb26Fz9rcQpDWS57CtERHpNehXCPcNoHGKutQX"}  # bad checksum
+    assert accounts_in(args) == [ALICE, BOB]
+
+
+def test_extrinsic_hash_is_blake2_256_of_the_bytes():
+    assert extrinsic_hash("0x") == (
+        "0x0e5751c026e543b2e8ab2eb06099daa1d1e5df47778f7787faab45cdf12fe3a8")
+
+
+def _block(n: int, h: str, parent: str, transfers: int = 0) -> Block:
+    events = [Event(index=i, extrinsic_index=None, phase="Finalization", pallet="Balances",
+                    name="Transfer", args={"from": ALICE, "to": BOB, "amount": 1},
+                    accounts=[ALICE, BOB]) for i in range(transfers)]
+    return Block(number=n, hash=h, parent_hash=parent, spec_version=6, extrinsics=[],
+                 events=events, transfers=[Transfer(i, None, None, ALICE, BOB, 10**30)
+                                           for i in range(transfers)], heartbeats=[])
+
+
+def test_store_rollback_deletes_everything_above_the_ancestor_and_resets_archive():
+    engine = create_engine("sqlite://")
+    Base.metadata.create_all(engine)
+    with engine.begin() as c:
+        net = store.ensure_network(c, "0xg1", "Test")
+        assert net.created and net.reset_count == 0
+        store.insert_blocks(c, net.id, [_block(0, "h0", "0x0"), _block(1, "h1", "h0", 2),
+                                        _block(2, "h2", "h1", 1)])
+        assert store.touched_above(c, net.id, 0) == ({ALICE, BOB}, set())
+        assert store.rollback(c, net.id, 1) == 1
+        assert store.tip(c, net.id) == (1, "h1")
+        page = queries.transfers(c, net.id, 10, None, False, account=BOB, sender=None,
+                                 recipient=None, low=None, high=None)
+        assert [r.amount for r in page.rows] == [str(10**30)] * 2  # u128 kept exactly
+        again = store.ensure_network(c, "0xg1", "Test")
+        assert not again.created and again.id == net.id
+        reset = store.ensure_network(c, "0xg2", "Test")
+        assert reset.created and reset.reset_count == 1 and reset.id != net.id
+        assert queries.network(c, None).genesis_hash == "0xg2"
+        assert store.tip(c, net.id) == (1, "h1")  # the archived network keeps its rows
+        with pytest.raises(queries.QueryError, match=r"genesisHash: 0xg3 .* known: 0xg1, 0xg2"):
+            queries.network(c, "0xg3")
