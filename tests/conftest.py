@@ -36,3 +36,7 @@ def vectors_dir() -> Path:
         "public chain spec vectors not found: expected ../shared/testdata/chainspecs next to the"
         " project, or a directory in $CHAINSPEC_VECTORS_DIR"
     )
+
+
+# The systemd test hosts' fixture (`testhosts`), for every suite that deploys to real hosts.
+pytest_plugins = ["tests.hosts.fixture"]
