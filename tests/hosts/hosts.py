@@ -72,6 +72,18 @@ class TestHost:
         argv = ["ssh", *self.ssh_options(), f"{user or self.user}@{self.address}", command]
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
 
+    def put(self, local: Path, remote: str, mode: str = "0755") -> None:
+        """Copy a file to the host over SSH (scp, then install as root)."""
+        opts = ["-P" if o == "-p" else o for o in self.ssh_options()]
+        tmp = f"/tmp/.put-{Path(remote).name}"
+        proc = subprocess.run(["scp", "-q", *opts, str(local), f"{self.user}@{self.address}:{tmp}"],
+                              capture_output=True, text=True, timeout=120, check=False)
+        if proc.returncode != 0:
+            raise TestHostError(f"scp to {self.name} failed: {proc.stderr.strip()}")
+        proc = self.ssh(f"sudo install -D -m {mode} {tmp} {remote} && rm -f {tmp}")
+        if proc.returncode != 0:
+            raise TestHostError(f"install on {self.name} failed: {proc.stderr.strip()}")
+
     def ansible_vars(self) -> dict[str, object]:
         """Inventory variables that reach this host the way the testnet inventory reaches its
         servers: SSH as the sudo user, become, host keys checked."""
