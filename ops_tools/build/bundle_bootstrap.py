@@ -8,6 +8,7 @@ with ProtectHome and PrivateTmp)."""
 from __future__ import annotations
 
 import atexit
+import importlib
 import json
 import os
 import shutil
@@ -66,10 +67,11 @@ def _site_packages(archive_path: str) -> Path:
 
 
 def main() -> None:
-    sys.path.insert(0, str(_site_packages(os.path.abspath(sys.argv[0]))))
-    from ops_tools.devnode.cli import main as devnode_main
-
-    devnode_main()
+    archive = os.path.abspath(sys.argv[0])
+    sys.path.insert(0, str(_site_packages(archive)))
+    with zipfile.ZipFile(archive) as zf:
+        module, _, function = json.loads(zf.read("bundle.json"))["entry"].partition(":")
+    getattr(importlib.import_module(module), function)()
 
 
 if __name__ == "__main__":
