@@ -15,8 +15,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+
+import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 OPS_TOOLS = Path(sys.executable).with_name("ops-tools")
@@ -48,6 +51,49 @@ def ops(env: dict[str, str], *args: str) -> tuple[float, dict]:
     return elapsed, json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else {}
 
 
+class ReadyWatch:
+    """Polls every public service's /ready during a reset: each service's downtime runs from
+    its first answer that is not ready (or of another genesis) to its first ready answer on
+    the new genesis (the chain check's detail is the genesis the service serves)."""
+
+    def __init__(self, public: dict) -> None:
+        self.urls = {k: v for k, v in public.items() if k != "rpc_url" and v}
+        self.samples: list[tuple[float, str, bool, str]] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+
+    def _poll(self) -> None:
+        with httpx.Client(timeout=2) as client:
+            while not self.stop.is_set():
+                for name, url in self.urls.items():
+                    ok, genesis = False, ""
+                    try:
+                        body = client.get(url.rstrip("/") + "/ready").json()
+                        ok = body.get("ready") is True
+                        checks = body.get("checks") or body.get("error", {}).get("checks") or []
+                        genesis = next((c.get("detail", "") for c in checks
+                                        if c.get("name") == "chain"), "")
+                    except (httpx.HTTPError, ValueError):
+                        pass
+                    self.samples.append((time.monotonic(), name, ok, genesis))
+                self.stop.wait(0.2)
+
+    def report(self) -> list[str]:
+        lines = []
+        for name in self.urls:
+            seen = [(t, ok, g) for t, n, ok, g in self.samples if n == name]
+            before = next((g for _, ok, g in seen if ok), None)
+            down = next((t for t, ok, g in seen if not ok or g != before), None)
+            up = next((t for t, ok, g in seen
+                       if down is not None and t > down and ok and g != before), None)
+            if down is None or up is None:
+                lines.append(f"{name}: no ready answer on a new genesis seen")
+            else:
+                lines.append(f"{name}: /ready on the new genesis {up - down:.1f} s after it"
+                             " stopped answering ready")
+        return lines
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="reset-bench-") as tmp:
         base = Path(tmp)
@@ -73,7 +119,7 @@ def main() -> None:
             "--json",
         ]
         try:
-            ops(env, "localnet", "up", "--json")
+            _, up = ops(env, "localnet", "up", "--json")
             ops(env, *cycle, "--yes")  # first cycle: builds (cold cache) and resets
             # The no-change decision: the same revision again, as the timer runs it on every
             # commit. Several runs, since one run on a shared machine says little.
@@ -100,13 +146,22 @@ def main() -> None:
             line = next(ln for ln in text.splitlines() if "SPEC_VERSION" in ln)
             version.write_text(text.replace(line, "pub const SPEC_VERSION: u32 = 99;"))
             git(repo, "commit", "-qam", "commit 2")
-            total_s, report = ops(env, *cycle, "--yes")
+            watch = ReadyWatch(up.get("public") or {})
+            watch.thread.start()
+            try:
+                total_s, report = ops(env, *cycle, "--yes")
+                time.sleep(1)
+            finally:
+                watch.stop.set()
+                watch.thread.join()
             print(
                 f"full reset: total {total_s:.1f} s (cycle's own {report['total_s']:.1f} s),"
                 f" downtime {report['downtime_s']:.1f} s"
             )
             for phase in report["phases"]:
                 print(f"  {phase['name']:<18} {phase['seconds']:6.2f} s")
+            for line in watch.report():
+                print(f"service downtime: {line}")
         finally:
             subprocess.run(
                 [str(OPS_TOOLS), "localnet", "down", "--purge", "--yes"],

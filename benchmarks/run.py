@@ -1,7 +1,7 @@
 """Run every benchmark of the suite, one after the other, and print their figures.
 
 python benchmarks/run.py [NAME ...]     (names: genesis_hash devnode_rpc devnode_sync
-                                         converge reset_cycle)
+                                         converge reset_cycle faucet)
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ORDER = ["genesis_hash", "devnode_rpc", "devnode_sync", "converge", "reset_cycle"]
+ORDER = ["genesis_hash", "devnode_rpc", "devnode_sync", "converge", "reset_cycle", "faucet"]
 
 
 def main() -> int:

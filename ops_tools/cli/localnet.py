@@ -37,6 +37,8 @@ def up(
                 "changed": result.changed,
                 "finalized": result.finalized,
                 "endpoints": [e.__dict__ for e in result.endpoints],
+                "services": [s.__dict__ for s in result.services],
+                "public": result.public,
             }
         )
         return
@@ -46,6 +48,13 @@ def up(
     for e in result.endpoints:
         table.add_row(e.host, e.role, e.rpc, e.p2p, e.prometheus or "-", e.peer_id or "-")
     console.print(table)
+    if result.services:
+        services = Table(title="public services")
+        for column in ("host", "service", "URL"):
+            services.add_column(column, overflow="fold")
+        for svc in result.services:
+            services.add_row(svc.host, svc.service, svc.url)
+        console.print(services)
     console.print(
         f"finalized #{result.finalized}; {result.changed} change(s) applied;"
         f" state in {localnet_dir()}"

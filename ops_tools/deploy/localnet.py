@@ -17,7 +17,11 @@ from ops_tools.chain.rpc import RpcClient, RpcError
 from ops_tools.chain.status import wait_finality_advances, wait_serving
 from ops_tools.chainspec import render_cache
 from ops_tools.chainspec.render import Rendered, render
-from ops_tools.deploy.manifests import MANIFEST_NAME, read_local_manifest
+from ops_tools.deploy.manifests import (
+    MANIFEST_NAME,
+    SERVICE_MANIFEST_NAME,
+    read_local_manifest,
+)
 from ops_tools.deploy.paths import INVENTORIES, NETWORKS, PLAYBOOKS, localnet_dir
 from ops_tools.deploy.runner import PlaybookResult, run_playbook
 from ops_tools.errors import InputError, OpsError
@@ -39,11 +43,21 @@ class Endpoint:
 
 
 @dataclass(frozen=True)
+class Service:
+    host: str
+    service: str
+    url: str
+
+
+@dataclass(frozen=True)
 class UpResult:
     genesis_hash: str
     changed: int
     finalized: int
     endpoints: list[Endpoint]
+    services: list[Service]
+    # The network's public URLs: rpc_url, and <service>_url for each service deployed.
+    public: dict[str, str]
 
 
 def devnode_binary() -> Path:
@@ -125,7 +139,9 @@ def up(on_step: Callable[[str], None] = lambda _: None, strategy: str | None = N
     wait_serving(public.rpc, genesis, READY_TIMEOUT_S)
     on_step("waiting for finality to advance")
     _, finalized = wait_finality_advances(public.rpc, READY_TIMEOUT_S, since=baseline)
-    return UpResult(genesis, result.changed, finalized, endpoints)
+    services, urls = services_of(state, result.hosts)
+    return UpResult(genesis, result.changed, finalized, endpoints, services,
+                    {"rpc_url": public.rpc, **urls})
 
 
 def _finalized_before(state: Path, genesis: str) -> int | None:
@@ -162,6 +178,19 @@ def endpoints_of(state: Path, hosts: list[str]) -> list[Endpoint]:
             )
         )
     return out
+
+
+def services_of(state: Path, hosts: list[str]) -> tuple[list[Service], dict[str, str]]:
+    """The services among ``hosts`` (those with a service manifest) and their public URLs by
+    key (faucet_url, ...)."""
+    services, urls = [], {}
+    for host in hosts:
+        manifest: dict[str, Any] = read_local_manifest(state, host, SERVICE_MANIFEST_NAME) or {}
+        if not manifest.get("public_url"):
+            continue
+        services.append(Service(host, str(manifest.get("service")), manifest["public_url"]))
+        urls[str(manifest.get("public_url_key"))] = manifest["public_url"]
+    return services, urls
 
 
 def _supervisorctl(state: Path, *args: str) -> subprocess.CompletedProcess[str]:

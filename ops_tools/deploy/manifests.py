@@ -7,11 +7,15 @@ from pathlib import Path
 from typing import Any
 
 MANIFEST_NAME = "deployed.json"
+# What the service role records after a service's successful start (roles/service).
+SERVICE_MANIFEST_NAME = "service.json"
 
 
-def read_local_manifest(state_dir: Path, host: str) -> dict[str, Any] | None:
+def read_local_manifest(
+    state_dir: Path, host: str, name: str = MANIFEST_NAME
+) -> dict[str, Any] | None:
     """The manifest of a host of the local inventory (its files are on this machine)."""
-    path = state_dir / host / MANIFEST_NAME
+    path = state_dir / host / name
     try:
         return json.loads(path.read_text())
     except (FileNotFoundError, json.JSONDecodeError):

@@ -30,7 +30,33 @@ class HostStatus:
         return asdict(self)
 
 
-def parse_status_file(data: dict[str, Any]) -> HostStatus:
+@dataclass(frozen=True)
+class ServiceStatus:
+    """A public service's readiness and each of its checks (name, ok, detail)."""
+
+    host: str
+    role: str
+    service: str
+    url: str
+    ready: bool
+    checks: list[dict[str, Any]]
+    error: str | None
+
+    @property
+    def genesis_match(self) -> bool:
+        return self.ready
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def parse_status_file(data: dict[str, Any]) -> HostStatus | ServiceStatus:
+    if data.get("role") == "service":
+        return ServiceStatus(
+            host=data["host"], role="service", service=str(data.get("service")),
+            url=str(data.get("url") or ""), ready=bool(data.get("ready")),
+            checks=list(data.get("checks") or []), error=data.get("error") or None,
+        )
     rpc = data.get("rpc") or {}
     manifest = data.get("manifest") or {}
     health = rpc.get("health") or {}
@@ -49,7 +75,7 @@ def parse_status_file(data: dict[str, Any]) -> HostStatus:
     )
 
 
-def gather(inventory: Path) -> list[HostStatus]:
+def gather(inventory: Path) -> list[HostStatus | ServiceStatus]:
     extra: dict[str, Any] = {}
     if inventory.resolve() == (INVENTORIES / "local").resolve():
         extra["net_state_dir"] = str(localnet_dir())

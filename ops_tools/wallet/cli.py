@@ -14,7 +14,7 @@ from substrateinterface.exceptions import SubstrateRequestException
 
 from ops_tools import __version__
 from ops_tools.errors import InputError, OpsError
-from ops_tools.wallet import inputs, mnemonic_keys, operator, passphrase, rpc
+from ops_tools.wallet import faucet_client, inputs, mnemonic_keys, operator, passphrase, rpc
 from ops_tools.wallet.errors import ChainRejection
 from ops_tools.wallet.heartbeat_payload import sign_heartbeat
 from ops_tools.wallet.keystore import AccountInfo, Keystore, default_keystore_dir
@@ -216,6 +216,37 @@ def balance(
         tokens = format_tokens(value)
         pad = " " * (whole - len(tokens.split(".")[0]))
         typer.echo(f"{label + ':':<9} {pad}{tokens} {bal.symbol} ({value} plancks)")
+
+
+@app.command("fund")
+def fund(
+    name: str = NameArg,
+    faucet_url: str | None = typer.Option(
+        None,
+        "--faucet-url",
+        help="Faucet URL (overrides $NET_FAUCET_URL; default http://127.0.0.1:8001).",
+    ),
+    timeout: float = typer.Option(
+        120.0, "--timeout", min=1.0, help="Seconds to wait for the faucet's answer."
+    ),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Ask the network's faucet for a drip to NAME (the second onboarding step). No passphrase."""
+    info = _keystore().info(name)
+    url = faucet_client.resolve_faucet_url(faucet_url)
+    result = faucet_client.request_drip(url, info.ss58_address, timeout)
+    if json_out:
+        _emit_json({"name": name, **result})
+        return
+    amount = result.get("amount", {})
+    typer.echo(f"funded {name} {result.get('recipient')}: {amount.get('tokens')}"
+               f" {amount.get('symbol', '')} ({amount.get('plancks')} plancks)".replace("  ", " "))
+    typer.echo(f"extrinsic: {result.get('extrinsic_hash')}")
+    typer.echo(f"block:     #{result.get('block_number')} {result.get('block_hash')}")
+    typer.echo(f"genesis:   {result.get('genesis_hash')}")
+    if result.get("next_drip_at"):
+        typer.echo(f"next drip: {result['next_drip_at']}")
+    typer.echo(f"next: wallet-cli balance {name}")
 
 
 def _report(sub: operator.Submission, json_out: bool, symbol: str) -> None:

@@ -27,8 +27,12 @@ def test_status_of_a_network_that_is_not_running(tmp_path: Path) -> None:
         env=ansible_env(NET_LOCALNET_DIR=str(tmp_path / "state")),
     )
     assert proc.returncode == 0, tail(proc)
-    files = sorted(p.name for p in out_dir.iterdir())
+    statuses = {p.name: json.loads(p.read_text()) for p in out_dir.iterdir()}
+    services = {n for n, s in statuses.items() if s.get("role") == "service"}
+    files = sorted(set(statuses) - services)
     assert files == ["authority-0.json", "authority-1.json", "rpc-0.json"]
+    for name in services:  # none of the public services runs either
+        assert statuses[name]["ready"] is False and statuses[name]["error"]
     for name in files:
         status = json.loads((out_dir / name).read_text())
         assert status["host"] == name.removesuffix(".json")

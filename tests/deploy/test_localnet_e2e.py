@@ -71,6 +71,10 @@ def test_public_endpoint_serves_the_rendered_genesis_with_finality(localnet):
         time.sleep(0.5)
     roles = sorted(e["role"] for e in result["endpoints"])
     assert roles == ["authority", "authority", "rpc"]
+    # The public URLs: the RPC endpoint, and one <service>_url per public service deployed.
+    assert result["public"]["rpc_url"] == "ws://127.0.0.1:9944"
+    assert {f"{s['service']}_url" for s in result["services"]} == set(result["public"]) - {
+        "rpc_url"}
 
 
 def test_both_authorities_author(localnet):

@@ -58,6 +58,57 @@ def supervisor_socket(conf: str) -> str:
     return path
 
 
+def supervisor_proxy(conf: str, timeout: float = 30.0) -> xmlrpc.client.ServerProxy:
+    """An XML-RPC client of the supervisord of ``conf`` (its unix socket)."""
+    path = supervisor_socket(conf)
+    return xmlrpc.client.ServerProxy("http://localhost", transport=_UnixTransport(path, timeout))
+
+
+def supervisor_apply(conf: str, program: str) -> str:
+    """What ``supervisorctl update <program>`` does, for this one program: re-read the program
+    files; add the program if new (it autostarts), re-add it if its file changed, remove it if
+    its file is gone. Other programs whose files changed are left for their own roles.
+    Returns "added", "changed", "removed" or "same"."""
+    proxy = supervisor_proxy(conf)
+    try:
+        added, changed, removed = proxy.supervisor.reloadConfig()[0]
+        if program in changed or program in removed:
+            try:
+                proxy.supervisor.stopProcessGroup(program)
+            except xmlrpc.client.Fault as exc:
+                if "NOT_RUNNING" not in exc.faultString:
+                    raise
+            proxy.supervisor.removeProcessGroup(program)
+        if program in added or program in changed:
+            proxy.supervisor.addProcessGroup(program)
+    except xmlrpc.client.Fault as exc:
+        raise ServiceStateError(f"supervisord: {exc.faultString}") from None
+    except OSError as exc:
+        raise ServiceStateError(f"supervisord of {conf} does not answer: {exc}") from None
+    for outcome, names in (("added", added), ("changed", changed), ("removed", removed)):
+        if program in names:
+            return outcome
+    return "same"
+
+
+def supervisor_restart(conf: str, program: str) -> None:
+    """Stop (when running) and start ``program``, waiting until supervisord counts it as
+    started (its startsecs)."""
+    proxy = supervisor_proxy(conf)
+    try:
+        try:
+            proxy.supervisor.stopProcess(program, True)
+        except xmlrpc.client.Fault as exc:
+            if "NOT_RUNNING" not in exc.faultString:
+                raise
+        proxy.supervisor.startProcess(program, True)
+    except xmlrpc.client.Fault as exc:
+        raise ServiceStateError(f"supervisord could not start {program}: {exc.faultString}") \
+            from None
+    except OSError as exc:
+        raise ServiceStateError(f"supervisord of {conf} does not answer: {exc}") from None
+
+
 def supervisor_state(conf: str, program: str, timeout: float = 5.0) -> str:
     """supervisord's state name of ``program`` (RUNNING, STARTING, BACKOFF, ...); ABSENT when
     supervisord does not know it, UNREACHABLE when no supervisord of ``conf`` answers."""

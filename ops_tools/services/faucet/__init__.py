@@ -1,0 +1,1 @@
+"""The faucet: small drips of the token to new accounts, rate-limited (docs/faucet.md)."""

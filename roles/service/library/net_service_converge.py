@@ -1,0 +1,270 @@
+#!/usr/bin/python
+"""Converge one platform service from state: its files, and a restart when what should run
+differs from what was last started successfully, or when it is not running."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.net_service import (
+    ServiceStateError,
+    service_state,
+    supervisor_apply,
+    supervisor_restart,
+)
+
+DOCUMENTATION = r"""
+module: net_service_converge
+short_description: Files, restart decision and readiness of one NET service
+description:
+  - Writes the service's files (configuration, supervisor program or systemd unit) when their
+    content or mode differ, atomically.
+  - Decides a restart from state, not from the run - the digest of what should run (every file,
+    and the secret files' contents) against the manifest written after the last successful
+    start, and the service manager's own state; so a run interrupted between a change and its
+    restart still restarts on the next run.
+  - After a (re)start waits until the service's readiness URL answers 200, and only then writes
+    the manifest; a service that never gets ready fails the task with its last answer.
+  - Check mode reports what would change or restart and touches nothing.
+options:
+  name:
+    description: supervisor program or systemd unit name (without .service)
+    type: str
+    required: true
+  manager: {description: service manager, type: str, choices: [supervisor, systemd], required: true}
+  supervisor_conf: {description: supervisord.conf of the project's supervisord, type: path}
+  owner: {description: Owner of the directories, the secrets and the files marked owned, type: str}
+  group: {description: Their group, type: str}
+  directories:
+    description: Directories to keep, each path and mode.
+    type: list
+    elements: dict
+    default: []
+  files:
+    description: Files to keep, each path, content, mode, and owned (owner and group apply).
+    type: list
+    elements: dict
+    default: []
+  secrets_dir: {description: Where the secret files go (mode 0700), type: path}
+  secrets:
+    description: Secret files (name, content), mode 0600; contents never appear in output.
+    type: list
+    elements: dict
+    default: []
+  unit_path:
+    description: The file among files that is the systemd unit (daemon-reload when it changes)
+    type: path
+  manifest:
+    description: Where the deployed manifest is written after a successful start
+    type: path
+    required: true
+  manifest_extra: {description: More keys for the manifest (public URL), type: dict, default: {}}
+  ready_url: {description: URL that answers 200 when the service is ready, type: str}
+  ready_timeout: {description: Seconds to wait for ready_url, type: int, default: 60}
+  log_hint: {description: Where to look when the service does not get ready, type: str, default: ""}
+"""
+
+RETURN = r"""
+changed_files:
+  description: paths written (or that check mode would write)
+  type: list
+  returned: always
+restarted: {description: the service was (or would be) restarted, type: bool, returned: always}
+reason: {description: why it was restarted, type: str, returned: always}
+digest: {description: sha256 of what should run, type: str, returned: always}
+"""
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _differs(path: str, content: bytes, mode: int) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            current = fh.read()
+        return current != content or (os.stat(path).st_mode & 0o7777) != mode
+    except FileNotFoundError:
+        return True
+
+
+def _write(module: AnsibleModule, spec: dict, content: bytes, mode: int,
+           owner: str | None = None, group: str | None = None) -> None:
+    path = spec["path"]
+    directory = os.path.dirname(path)
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(content)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        if owner or group:
+            module.set_owner_if_different(tmp, owner, False)
+            module.set_group_if_different(tmp, group, False)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _ensure_dir(module: AnsibleModule, path: str, mode: int, owner: str | None,
+                group: str | None) -> bool:
+    exists = os.path.isdir(path)
+    changed = not exists or (os.stat(path).st_mode & 0o7777) != mode
+    if module.check_mode:
+        return changed
+    os.makedirs(path, exist_ok=True)
+    os.chmod(path, mode)
+    if owner or group:
+        changed |= module.set_owner_if_different(path, owner, False)
+        changed |= module.set_group_if_different(path, group, False)
+    return changed
+
+
+def _read_manifest(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _wait_ready(url: str, timeout: int) -> tuple[bool, str]:
+    deadline = time.monotonic() + timeout
+    last = "no answer"
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310 - http(s) from inventory
+                if resp.status == 200:
+                    return True, ""
+        except urllib.error.HTTPError as exc:
+            last = f"HTTP {exc.code}: {exc.read(2000).decode(errors='replace')}"
+        except (urllib.error.URLError, OSError) as exc:
+            last = f"no answer ({getattr(exc, 'reason', exc)})"
+        if time.monotonic() > deadline:
+            return False, last
+        time.sleep(0.2)
+
+
+def _systemctl(module: AnsibleModule, *args: str) -> None:
+    proc = subprocess.run(["systemctl", *args], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        module.fail_json(msg=f"systemctl {' '.join(args)} failed: {proc.stderr.strip()}")
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "name": {"type": "str", "required": True},
+            "manager": {"type": "str", "choices": ["supervisor", "systemd"], "required": True},
+            "supervisor_conf": {"type": "path", "default": ""},
+            "owner": {"type": "str"},
+            "group": {"type": "str"},
+            "directories": {"type": "list", "elements": "dict", "default": []},
+            "files": {"type": "list", "elements": "dict", "default": []},
+            "secrets_dir": {"type": "path"},
+            "secrets": {
+                "type": "list", "elements": "dict", "default": [],
+                "options": {
+                    "name": {"type": "str", "required": True},
+                    "content": {"type": "str", "required": True, "no_log": True},
+                },
+            },
+            "unit_path": {"type": "path", "default": ""},
+            "manifest": {"type": "path", "required": True},
+            "manifest_extra": {"type": "dict", "default": {}},
+            "ready_url": {"type": "str", "default": ""},
+            "ready_timeout": {"type": "int", "default": 60},
+            "log_hint": {"type": "str", "default": ""},
+        },
+        required_if=[("manager", "supervisor", ["supervisor_conf"])],
+        required_by={"secrets": "secrets_dir"},
+        supports_check_mode=True,
+    )
+    p = module.params
+    owner, group = p["owner"], p["group"]
+    dirs = [(d["path"], int(str(d.get("mode", "0750")), 8)) for d in p["directories"]]
+    if p["secrets"]:
+        dirs.append((p["secrets_dir"], 0o700))
+    changed_dirs = [path for path, mode in dirs if _ensure_dir(module, path, mode, owner, group)]
+    wanted = [(f["path"], str(f["content"]).encode(), int(str(f.get("mode", "0644")), 8),
+               bool(f.get("owned"))) for f in p["files"]]
+    wanted += [(os.path.join(p["secrets_dir"], s["name"]), s["content"].encode(), 0o600, True)
+               for s in p["secrets"]]
+    digest = hashlib.sha256()
+    changed_files = []
+    for path, content, mode, owned in sorted(wanted):
+        digest.update(f"{path}\0{_sha(content)}\0{mode:o}\n".encode())
+        if _differs(path, content, mode):
+            changed_files.append(path)
+            if not module.check_mode:
+                _write(module, {"path": path}, content, mode,
+                       owner if owned else None, group if owned else None)
+    want = digest.hexdigest()
+
+    manifest = _read_manifest(p["manifest"])
+    try:
+        state, running = service_state(p["manager"], p["name"], p["supervisor_conf"])
+    except ServiceStateError as exc:
+        module.fail_json(msg=f"cannot read the state of {p['name']}: {exc}")
+    if manifest.get("digest") != want:
+        reason = "what should run changed" if manifest else "never started by this role"
+    elif not running:
+        reason = f"not running ({state})"
+    else:
+        reason = ""
+    result = {"changed_files": changed_dirs + changed_files, "restarted": bool(reason),
+              "reason": reason, "digest": want, "state": state}
+    if module.check_mode:
+        module.exit_json(changed=bool(changed_dirs or changed_files or reason), **result)
+    if not reason:
+        # Running and unchanged: still prove it serves (at once when it does).
+        if p["ready_url"]:
+            ok, last = _wait_ready(p["ready_url"], p["ready_timeout"])
+            if not ok:
+                module.fail_json(msg=f"{p['name']} runs but is not ready at {p['ready_url']}:"
+                                     f" {last}; {p['log_hint']}", **result)
+        module.exit_json(changed=bool(changed_dirs or changed_files), **result)
+
+    try:
+        if p["manager"] == "supervisor":
+            if state == "UNREACHABLE":
+                module.fail_json(msg=f"no supervisord answers for {p['supervisor_conf']}",
+                                 **result)
+            applied = supervisor_apply(p["supervisor_conf"], p["name"])
+            if applied == "same":
+                supervisor_restart(p["supervisor_conf"], p["name"])
+        else:
+            if p["unit_path"] in changed_files or manifest.get("digest") is None:
+                _systemctl(module, "daemon-reload")
+            _systemctl(module, "enable", f"{p['name']}.service")
+            _systemctl(module, "restart", f"{p['name']}.service")
+    except ServiceStateError as exc:
+        module.fail_json(msg=f"{p['name']}: {exc}; {p['log_hint']}", **result)
+    if p["ready_url"]:
+        ok, last = _wait_ready(p["ready_url"], p["ready_timeout"])
+        if not ok:
+            module.fail_json(
+                msg=f"{p['name']} is not ready after {p['ready_timeout']} s at {p['ready_url']}:"
+                    f" {last}; {p['log_hint']}", **result)
+    record = {**p["manifest_extra"], "name": p["name"], "digest": want,
+              "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    _write(module, {"path": p["manifest"]}, (json.dumps(record, indent=2, sort_keys=True)
+                                             + "\n").encode(), 0o644)
+    module.exit_json(changed=True, **result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""The service role decides restarts from state: what should run against the manifest of the
+last successful start and the service's own state, never from what changed during one run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.ansible.conftest import ROOT, VENV_BIN, ansible_env, run, tail
+from tests.conftest import free_port
+
+PLAYBOOK = ROOT / "tests" / "ansible" / "playbooks" / "apply_service.yml"
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Iterator[Path]:
+    launcher = tmp_path / "bin" / "net-sample"
+    launcher.parent.mkdir()
+    launcher.write_text(
+        f"#!/bin/sh\ncd {ROOT}\nexec {sys.executable} -m tests.services.common.sample.app \"$@\"\n"
+    )
+    launcher.chmod(0o755)
+    try:
+        yield tmp_path
+    finally:
+        conf = tmp_path / "supervisor" / "supervisord.conf"
+        if conf.exists():
+            subprocess.run(["supervisorctl", "-c", str(conf), "shutdown"], capture_output=True,
+                           timeout=120, check=False)
+
+
+def converge(state: Path, port: int, slow_s: float, *extra: str) -> dict:
+    proc = run([str(VENV_BIN / "ansible-playbook"), str(PLAYBOOK), *extra, "-e",
+                json.dumps({"state": str(state), "port": port, "slow_s": slow_s})],
+               env=ansible_env())
+    assert proc.returncode == 0, tail(proc)
+    return json.loads((state / "converge.json").read_text())
+
+
+def pid(state: Path) -> int:
+    out = subprocess.run(["supervisorctl", "-c", str(state / "supervisor" / "supervisord.conf"),
+                          "pid", "net-sample"], capture_output=True, text=True, check=False)
+    return int(out.stdout.strip())
+
+
+def test_restart_follows_state_not_the_run(state: Path) -> None:
+    port = free_port()
+    config = state / "sample-0" / "sample.yml"
+    conf = str(state / "supervisor" / "supervisord.conf")
+    first = converge(state, port, 0.5)
+    assert first["restarted"] and first["reason"] == "never started by this role"
+    wanted = config.read_bytes()
+    converge(state, port, 0.1)  # what runs now: slow_s 0.1
+    before = pid(state)
+    # A run for slow_s 0.5 that wrote the configuration and died before the restart:
+    config.write_bytes(wanted)
+    resumed = converge(state, port, 0.5)
+    assert resumed["changed_files"] == []  # nothing left to write ...
+    assert resumed["restarted"] and resumed["reason"] == "what should run changed"
+    assert pid(state) != before  # ... and still restarted
+    manifest = json.loads((state / "sample-0" / "service.json").read_text())
+    assert manifest["digest"] == resumed["digest"]
+    assert oct(config.stat().st_mode & 0o777) == "0o640"
+    # Converged: check mode sees nothing to do.
+    checked = converge(state, port, 0.5, "--check")
+    assert not checked["restarted"] and checked["changed_files"] == []
+    # A stopped service: check mode says it would start it, and leaves it stopped.
+    subprocess.run(["supervisorctl", "-c", conf, "stop", "net-sample"], check=True,
+                   capture_output=True)
+    checked = converge(state, port, 0.5, "--check")
+    assert checked["restarted"] and checked["reason"].startswith("not running")
+    status = subprocess.run(["supervisorctl", "-c", conf, "status", "net-sample"],
+                            capture_output=True, text=True, check=False).stdout
+    assert "STOPPED" in status
+    fixed = converge(state, port, 0.5)
+    assert fixed["restarted"] and fixed["changed_files"] == [] and pid(state) > 0
