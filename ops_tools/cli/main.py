@@ -43,6 +43,12 @@ def _add_reset_cycle(app: typer.Typer) -> None:
     app.command("reset-cycle")(reset.reset_cycle)
 
 
+def _add_docs(app: typer.Typer) -> None:
+    from ops_tools.cli import docs
+
+    app.add_typer(docs.app, name="docs")
+
+
 def _add_status(app: typer.Typer) -> None:
     from ops_tools.cli import status
 
@@ -56,6 +62,7 @@ COMMANDS: dict[str, Callable[[typer.Typer], None]] = {
     "localnet": _add_localnet,
     "reset-cycle": _add_reset_cycle,
     "status": _add_status,
+    "docs": _add_docs,
 }
 
 

@@ -90,7 +90,7 @@ class Chain:
         self.config: ChainConfig = read_config(genesis_state)
         self._states: OrderedDict[bytes, State] = OrderedDict()
         self._headers: OrderedDict[bytes, Header] = OrderedDict()
-        self._metadata: bytes | None = None
+        self._metadata: dict[int, bytes] = {}
         self.import_listeners: list[Callable[[Head, bool, str], None]] = []
         self.finality_listeners: list[Callable[[Head], None]] = []
         stored = db.meta("genesis")
@@ -179,10 +179,10 @@ class Chain:
             header = self.header(hash_)
         return hash_ if header is not None and header.number == number else None
 
-    def metadata(self) -> bytes:
-        if self._metadata is None:
-            self._metadata = encode_metadata(self.config.as_constants())
-        return self._metadata
+    def metadata(self, version: int = 14) -> bytes:
+        if version not in self._metadata:
+            self._metadata[version] = encode_metadata(self.config.as_constants(), version)
+        return self._metadata[version]
 
     def authorities_at(self, parent: bytes) -> tuple[bytes, ...]:
         """The aura set for a child of ``parent``: the genesis set (no call of this runtime

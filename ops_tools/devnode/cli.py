@@ -97,6 +97,13 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--unsafe-force-node-key-generation", action="store_true")
     p.add_argument("--bootnodes", nargs="+", action="extend", default=[], metavar="MULTIADDR")
+    p.add_argument(
+        "--finality-delay",
+        type=int,
+        metavar="MS",
+        help="devnode only: how long after importing a block an authority votes for it"
+        " (default: half a slot, at most 1000)",
+    )
     p.add_argument("-l", "--log", default="info", help="log level (info, debug, warn)")
     # Accepted for command-line compatibility with a Substrate node; no effect here.
     for flag in (
@@ -324,6 +331,11 @@ def _run(
         p2p_host, p2p_port, _ = parse_multiaddr(args.listen_addr[0], "--listen-addr")
     for b in args.bootnodes:
         parse_multiaddr(b, "--bootnodes")
+    if args.finality_delay is not None and not 0 < args.finality_delay <= 60_000:
+        raise InputError(
+            f"--finality-delay {args.finality_delay}: expected milliseconds from 1 to 60000"
+            " (finality never happens in the instant of the import)"
+        )
     cors = (
         None
         if args.rpc_cors == "all" or (args.dev and not args.rpc_cors)
@@ -357,6 +369,7 @@ def _run(
         bootnodes=list(args.bootnodes) + spec.boot_nodes,
         force_node_key_generation=args.unsafe_force_node_key_generation,
         tmp=args.tmp,
+        finality_delay_ms=args.finality_delay,
     )
     keystore = keystore_cls(paths.keystore)
     if dev_key:

@@ -76,6 +76,7 @@ class NodeConfig:
     bootnodes: list[str] = field(default_factory=list)
     force_node_key_generation: bool = False
     tmp: bool = False
+    finality_delay_ms: int | None = None  # None: half a slot, at most 1 s
 
     @property
     def allow_unsafe(self) -> bool:

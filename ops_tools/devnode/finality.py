@@ -5,11 +5,18 @@ for it or a descendant. The votes that finalised a block are its justification.
 Simplified against GRANDPA: one round kind (no prevote/precommit split) and a fixed authority
 set (set id 0), which keeps the property the network depends on: no finality without both
 foundation authorities.
+
+As with GRANDPA, finality is a step of its own after import: an authority votes for a block
+``delay`` seconds after importing it, and an import never finalizes anything by itself (votes
+that arrived before their block are counted in that later round). So every chain, a
+single-authority one included, reports a block as best (``inBlock``) before it reports it as
+final, and clients that act on ``inBlock`` (fetching the block's events) get to finish.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -22,6 +29,15 @@ from ops_tools.errors import OpsError
 log = logging.getLogger("devnode")
 ENGINE = b"FRNK"
 SET_ID = 0
+MAX_DEFAULT_DELAY_MS = 1000
+
+
+def default_delay_ms(slot_duration_ms: int) -> int:
+    """Half a slot, at most a second: well after the import, well before the next block."""
+    return max(1, min(MAX_DEFAULT_DELAY_MS, slot_duration_ms // 2))
+
+
+Later = Callable[[float, Callable[[], None]], object]
 
 
 @dataclass(frozen=True)
@@ -65,8 +81,20 @@ def decode_justification(data: bytes) -> tuple[bytes, int, list[Vote]]:
 
 
 class Finality:
-    def __init__(self, chain: Chain, keystore: Keystore | None) -> None:
+    """``later(seconds, fn)`` runs ``fn`` on the node's event loop after ``seconds``; the rounds
+    that follow imports are scheduled with it."""
+
+    def __init__(
+        self, chain: Chain, keystore: Keystore | None, delay: float, later: Later
+    ) -> None:
+        if delay <= 0:
+            raise ValueError("the finality delay must be positive")
         self.chain = chain
+        self.delay, self.later = delay, later
+        # Imports waiting for their round: at most the one due next and the latest one after
+        # it (a vote for the latest backs every block before it).
+        self._due: tuple[float, bytes] | None = None
+        self._next: tuple[float, bytes] | None = None
         self.weights = dict(chain.config.grandpa_authorities)
         self.total = sum(self.weights.values())
         self.votes: dict[bytes, Vote] = {}
@@ -76,9 +104,27 @@ class Finality:
         chain.import_listeners.append(self._on_import)
 
     def _on_import(self, head: Head, is_best: bool, origin: str) -> None:
-        if is_best:
-            self.vote_local()
-        # A vote may have arrived before its block (votes race block announcements).
+        # Even a non-best import gets a round: a vote may have arrived before its block. It
+        # never displaces a pending best block's round, though (that one gets the vote).
+        entry = (time.monotonic() + self.delay, head.hash)
+        if self._due is None:
+            self._due = entry
+            self.later(self.delay, self._round)
+        elif is_best or self._next is None:
+            self._next = entry
+
+    def _round(self) -> None:
+        """The finality step of the block imported ``delay`` ago: vote for it, then count."""
+        assert self._due is not None
+        _, target = self._due
+        self._due, self._next = self._next, None
+        if self._due is not None:
+            self.later(max(0.0, self._due[0] - time.monotonic()), self._round)
+        header = self.chain.header(target)
+        # A block that lost a fork choice meanwhile gets no vote: authorities vote on their best
+        # chain (the round of the block that replaced it does).
+        if header is not None and self.chain.canon_hash(header.number) == target:
+            self.vote_for(target, header.number)
         self.try_finalize()
 
     def local_pairs(self) -> list[KeyPair]:
@@ -93,10 +139,13 @@ class Finality:
         return list(self._pairs.values())
 
     def vote_local(self) -> None:
-        best = self.chain.best
+        """Vote for the best block now (a restarted authority, for the head it already has)."""
+        self.vote_for(self.chain.best.hash, self.chain.best.number)
+
+    def vote_for(self, target: bytes, number: int) -> None:
         for pair in self.local_pairs():
-            sig = pair.sign(vote_message(self.chain.genesis_hash, best.hash, best.number))
-            self.add_vote(Vote(pair.public, best.hash, best.number, sig), local=True)
+            sig = pair.sign(vote_message(self.chain.genesis_hash, target, number))
+            self.add_vote(Vote(pair.public, target, number, sig), local=True)
 
     def add_vote(self, vote: Vote, local: bool = False) -> bool:
         """Record a vote; returns whether it was new (and so worth passing on)."""

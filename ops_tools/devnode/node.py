@@ -16,7 +16,7 @@ from ops_tools.devnode.authoring import Author
 from ops_tools.devnode.chain import Chain, Head, short
 from ops_tools.devnode.chain_spec import ChainSpec
 from ops_tools.devnode.config import ChainPaths, NodeConfig
-from ops_tools.devnode.finality import Finality
+from ops_tools.devnode.finality import Finality, default_delay_ms
 from ops_tools.devnode.keystore import Keystore
 from ops_tools.devnode.network.service import Network
 from ops_tools.devnode.node_key import peer_id, public_of
@@ -47,14 +47,20 @@ class Node:
         self.db = Database(paths.db)
         self.chain = Chain(spec, self.db)
         self.pool = Pool(self.chain)
-        self.finality = Finality(self.chain, self.keystore if config.validator else None)
+        self.loop: asyncio.AbstractEventLoop = asyncio.get_event_loop()
+        delay_ms = config.finality_delay_ms or default_delay_ms(self.chain.config.slot_duration)
+        self.finality = Finality(
+            self.chain,
+            self.keystore if config.validator else None,
+            delay_ms / 1000,
+            lambda seconds, fn: self.loop.call_later(seconds, fn),
+        )
         self.author = Author(self.chain, self.pool, self.keystore, self.is_syncing)
         self.new_heads: list[Any] = []
         self.all_heads: list[Any] = []
         self.finalized_heads: list[Any] = []
         self.starting_block = self.chain.best.number
         self.allow_unsafe = config.allow_unsafe
-        self.loop: asyncio.AbstractEventLoop = asyncio.get_event_loop()
         self.chain.import_listeners.append(self._on_import)
         self.chain.finality_listeners.append(self._on_finalized)
         self._runners: list[web.AppRunner] = []

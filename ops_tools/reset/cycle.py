@@ -587,9 +587,37 @@ class ResetCycle:
         self.facts.setdefault("downtime_to", time.time())
         return f"every node and {self._public_url()} serve {expected}; finality advancing"
 
+    def _publish(self) -> str:
+        # The docs role publishes the render the network now serves (the previous release is
+        # listed as replaced) and serves the rebuilt site; publishing it again changes nothing.
+        docs_hosts = self.inventory.hosts("docs")
+        if not docs_hosts:
+            return "no docs host in the inventory"
+        from ops_tools.deploy.runner import run_playbook
+
+        extra = {
+            **self._site_extravars(),
+            "docs_release_node_kind": "devnode" if self.facts.get("devnode") else "substrate",
+        }
+        result = run_playbook(PLAYBOOKS / "docs.yml", self.opts.inventory, extra)
+        return (
+            f"release {self.facts['expected_genesis']} published on {', '.join(docs_hosts)}"
+            f" ({result.changed} change(s))"
+        )
+
     def _services(self) -> str:
+        # The platform services (the inventory's services group) are re-converged with the new
+        # render at once: their configuration names the genesis they serve, so each restarts
+        # on the new chain, and the play waits until every one is ready on it. The older
+        # declared hooks (net_services) run first.
+        from ops_tools.deploy.runner import run_playbook
+
         self.machines.run("services after reset", {h.host: h.after_reset() for h in self.hooks})
-        return ", ".join(f"{h.name}: {h.action}" for h in self.hooks) or "no services declared"
+        result = run_playbook(PLAYBOOKS / "services.yml", self.opts.inventory,
+                              self._site_extravars())
+        hooks = ", ".join(f"{h.name}: {h.action}" for h in self.hooks)
+        return "; ".join(filter(None, [
+            hooks, f"services.yml: {result.changed} change(s), every service ready"]))
 
     def _site_extravars(self) -> dict[str, Any]:
         extra: dict[str, Any] = {

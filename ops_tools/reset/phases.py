@@ -19,6 +19,7 @@ class Phase(StrEnum):
     RESET_RPC = "reset-rpc"
     START_RPC = "start-rpc"
     VERIFY = "verify"
+    PUBLISH = "publish"  # the docs site's current release becomes the new genesis
     SERVICES = "services"  # each off-chain service's declared reset action
     RECORD = "record"  # re-converge with the roles: host manifests now describe the new chain
     ROLL_BINARY = "roll-binary"  # same genesis, new binary: rolling re-provision
@@ -36,6 +37,7 @@ RESET = [
     Phase.RESET_RPC,
     Phase.START_RPC,
     Phase.VERIFY,
+    Phase.PUBLISH,
     Phase.SERVICES,
     Phase.RECORD,
 ]

@@ -9,7 +9,7 @@ import pytest
 
 from tests.ansible.conftest import ROOT, VENV_BIN, run, tail
 
-PLAYBOOKS = ["site.yml", "status.yml"]
+PLAYBOOKS = ["site.yml", "status.yml", "docs.yml"]
 INVENTORIES = ["local", "testnet"]
 
 
@@ -51,6 +51,7 @@ def test_local_inventory_has_the_documented_hosts_and_ports() -> None:
     ports = {
         h: (v["node_rpc_port"], v["node_p2p_port"], v["node_prometheus_port"])
         for h, v in hostvars.items()
+        if h not in inv["docs"]["hosts"]
     }
     assert ports == {
         "authority-0": (9945, 30333, 9615),
@@ -59,13 +60,21 @@ def test_local_inventory_has_the_documented_hosts_and_ports() -> None:
     }
     assert {v["ansible_connection"] for v in hostvars.values()} == {"local"}
     assert {v["net_service_manager"] for v in hostvars.values()} == {"supervisor"}
+    assert inv["docs"]["hosts"] == ["docs-0"]
+    docs = hostvars["docs-0"]
+    assert (docs["docs_listen_address"], docs["docs_port"]) == ("127.0.0.1", 8080)
+    assert docs["net_public_endpoints"]["docs_url"] == "http://127.0.0.1:8080"
 
 
 def test_testnet_inventory_has_the_public_networks_shape() -> None:
     inv = _inventory("testnet")
     assert sorted(inv["authorities"]["hosts"]) == ["authority-0", "authority-1"]
     assert inv["rpc_nodes"]["hosts"] == ["rpc-0"]
-    assert inv["services"]["hosts"] == ["services-0"]
+    assert inv["docs"]["hosts"] == ["docs-0"]
+    docs = inv["_meta"]["hostvars"]["docs-0"]
+    assert docs["ansible_host"] == "services-0.testnet.invalid"
+    assert docs["docs_tls"] is True and docs["docs_public_hostname"]
+    assert docs["net_public_endpoints"]["docs_url"] == "https://" + docs["docs_public_hostname"]
     rpc = inv["_meta"]["hostvars"]["rpc-0"]
     assert rpc["rpc_proxy_enabled"] is True
     assert len(rpc["rpc_public_hostnames"]) == 2  # the public URL's host and its alias

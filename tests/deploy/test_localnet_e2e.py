@@ -6,19 +6,25 @@ real playbooks. The network lives in a temporary NET_LOCALNET_DIR and is purged 
 
 from __future__ import annotations
 
+import hashlib
+import html
 import json
 import os
+import re
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ops_tools.chain.rpc import RpcClient
 from ops_tools.chainspec.header import DIGEST_PRE_RUNTIME, DigestItem
 from ops_tools.chainspec.scale import Reader
 from tests.conftest import ROOT
+from tests.devnode_js import client as js_client
 
 pytestmark = pytest.mark.slow
 OPS_TOOLS = Path(sys.executable).with_name("ops-tools")
@@ -77,6 +83,27 @@ def test_public_endpoint_serves_the_rendered_genesis_with_finality(localnet):
         "rpc_url"}
 
 
+def test_docs_site_publishes_the_genesis_the_network_serves(localnet, tmp_path):
+    """The release page lists chain_getBlockHash [0]; its raw.json has the listed sha256 and,
+    computed offline, that genesis hash."""
+    _env, result, _state = localnet
+    docs = result["public"]["docs_url"]
+    assert result["public"]["rpc_url"] == "ws://127.0.0.1:9944"
+    served = RpcClient(PUBLIC).call("chain_getBlockHash", [0])
+    with urllib.request.urlopen(docs + "/releases/", timeout=10) as resp:
+        page = html.unescape(re.sub(r"<[^>]+>", " ", resp.read().decode()))
+    assert re.search(rf"Genesis hash\s+{served}\s", page), page
+    listed = re.search(r"raw\.json\s+raw chain spec\s+([0-9a-f]{64})", page)
+    assert listed is not None, page
+    with urllib.request.urlopen(docs + "/releases/current/raw.json", timeout=10) as resp:
+        raw = resp.read()
+    assert hashlib.sha256(raw).hexdigest() == listed.group(1)
+    (tmp_path / "raw.json").write_bytes(raw)
+    offline = ops("chainspec", "genesis-hash", str(tmp_path / "raw.json"), env=os.environ.copy())
+    assert offline.returncode == 0, offline.stderr
+    assert offline.stdout.strip() == served
+
+
 def test_both_authorities_author(localnet):
     client = RpcClient(PUBLIC)
     best = client.best_number()
@@ -90,6 +117,16 @@ def test_both_authorities_author(localnet):
         header = client.call("chain_getHeader", [client.call("chain_getBlockHash", [n])])
         authors.add(slot_of(header) % 2)
     assert authors == {0, 1}
+
+
+def test_polkadot_js_client_on_the_public_endpoint(localnet):
+    # The script of tests/devnode_js, unchanged, against the public RPC node: finality there
+    # needs both authorities' votes, gossiped to a node that authors nothing.
+    problem = js_client.ensure_installed()
+    assert not problem, problem
+    symbol = yaml.safe_load((ROOT / "chainspec" / "networks" / "local.yml").read_text())["token"]
+    report = js_client.run_client_suite(PUBLIC.replace("http://", "ws://"))
+    js_client.check_report(report, token_symbol=symbol["symbol"])
 
 
 def test_second_up_changes_nothing(localnet):

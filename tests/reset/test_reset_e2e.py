@@ -8,13 +8,16 @@ operations. State, build cache and the network live in temporary directories.
 from __future__ import annotations
 
 import hashlib
+import html
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -28,6 +31,7 @@ from tests.conftest import ROOT
 pytestmark = pytest.mark.slow
 OPS_TOOLS = Path(sys.executable).with_name("ops-tools")
 PUBLIC = "http://127.0.0.1:9944"
+DOCS = "http://127.0.0.1:8080"
 INVENTORY = str(ROOT / "inventories" / "local")
 
 
@@ -154,6 +158,21 @@ def test_new_revision_resets_the_network(world):
     alice_at_genesis = json.loads(rendered.read_text())["genesis"]["raw"]["top"][ALICE_KEY]
     assert client.call("state_getStorage", [ALICE_KEY]) == alice_at_genesis
     assert key_material(env) == keys_before
+
+    # The docs site, published by the phase after verify: the new genesis is the current
+    # release, the old one is listed below it as replaced by the new one.
+    new_genesis = report["expected_genesis"]
+    phases = [p["name"] for p in report["phases"]]
+    assert phases.index("publish") == phases.index("verify") + 1
+    with urllib.request.urlopen(DOCS + "/releases/", timeout=10) as resp:
+        body = resp.read().decode()
+    article = body[body.index("<article") : body.index("</article>")]  # not the page's menus
+    page = re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", article)))
+    current, earlier = page.split("Earlier releases", 1)
+    assert new_genesis in current and old_genesis not in current
+    assert re.search(rf"{old_genesis}\W+Replaced on \S+ by {new_genesis}\b", earlier), earlier
+    with urllib.request.urlopen(DOCS + "/releases/current/raw.json", timeout=10) as resp:
+        assert resp.read() == rendered.read_bytes()
 
 
 def test_same_revision_is_nothing_to_do_and_touches_no_host(world):

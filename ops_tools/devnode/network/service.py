@@ -461,7 +461,6 @@ class Network:
             self.sync_inflight = None
             if blocks:
                 self._maybe_sync()
-            self.node.finality.try_finalize()
 
     async def _sync_ticker(self) -> None:
         while True:

@@ -7,17 +7,18 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ops_tools.chainspec.hashing import blake2_256
-from ops_tools.chainspec.runtime import encode_runtime_version
 from ops_tools.chainspec.scale import encode_bytes
 from ops_tools.devnode.chain import Head, header_json
 from ops_tools.devnode.crypto import account_from_ss58
 from ops_tools.devnode.keystore import KEY_TYPES
 from ops_tools.devnode.rpc.server import Connection, Handler, RpcError, invalid_params
-from ops_tools.devnode.runtime.definitions import DISPATCH_CLASS, U32, U128, WEIGHT
+from ops_tools.devnode.runtime.apis import BY_CALL_NAME as RUNTIME_CALLS
+from ops_tools.devnode.runtime.apis import METADATA_VERSIONS
 from ops_tools.devnode.runtime.dispatch import call_weight
 from ops_tools.devnode.runtime.executive import fee_of
 from ops_tools.devnode.runtime.extrinsic import InvalidTransaction, decode_extrinsic
 from ops_tools.devnode.runtime.state import State
+from ops_tools.devnode.runtime.types import DecodeError
 from ops_tools.errors import OpsError
 
 if TYPE_CHECKING:
@@ -66,6 +67,9 @@ class Api:
     def __init__(self, node: Node) -> None:
         self.node = node
         self.chain = node.chain
+        self._runtime_calls = self._runtime_call_handlers()
+        if set(self._runtime_calls) != set(RUNTIME_CALLS):
+            raise AssertionError("runtime API handlers and declarations (runtime.apis) differ")
 
     # ---- helpers ------------------------------------------------------------------------------
     def _at(self, value: Any) -> bytes:
@@ -269,24 +273,59 @@ class Api:
         method = _arg(p, 0)
         data = _bytes(_arg(p, 1, "0x"), "call data")
         state = self._state(_arg(p, 2))
-        if method == "AccountNonceApi_account_nonce":
-            if len(data) != 32:
-                raise invalid_params("AccountNonceApi_account_nonce takes a 32-byte account id")
-            return _hex(U32.encode(state.get("System", "Account", data)["nonce"]))
-        if method == "Core_version":
-            return _hex(encode_runtime_version(self.chain.spec.runtime))
-        if method == "Metadata_metadata":
-            return _hex(encode_bytes(self.chain.metadata()))
-        if method == "TransactionPaymentApi_query_info":
-            info = self._query_info(data[:-4])
-            return _hex(
-                WEIGHT.encode(info["weight"])
-                + DISPATCH_CLASS.encode("Normal")
-                + U128.encode(int(info["partialFee"]))
+        declared = RUNTIME_CALLS.get(method) if isinstance(method, str) else None
+        if declared is None:
+            raise RpcError(
+                -32000, "Client error: Execution failed", f"unknown runtime api method {method!r}"
             )
-        raise RpcError(
-            -32000, "Client error: Execution failed", f"unknown runtime api method {method!r}"
-        )
+        try:
+            args = declared.decode_args(data)
+        except (DecodeError, OpsError, ValueError) as exc:
+            raise RpcError(
+                -32000,
+                "Client error: Execution failed",
+                f"{method}: cannot decode the arguments: {exc}",
+            ) from None
+        return _hex(declared.output.encode(self._runtime_calls[method](state, *args)))
+
+    def _runtime_call_handlers(self) -> dict[str, Callable[..., Any]]:
+        """One handler per runtime API method declared in ``runtime.apis`` (checked at start)."""
+
+        def nonce(state: State, account: bytes) -> int:
+            return int(state.get("System", "Account", account)["nonce"])
+
+        def version(state: State) -> dict[str, Any]:
+            rt = self.chain.spec.runtime
+            return {
+                "spec_name": rt.spec_name,
+                "impl_name": rt.impl_name,
+                "authoring_version": rt.authoring_version,
+                "spec_version": rt.spec_version,
+                "impl_version": rt.impl_version,
+                "apis": [(bytes.fromhex(i.removeprefix("0x")), v) for i, v in rt.apis],
+                "transaction_version": rt.transaction_version,
+                "system_version": rt.state_version,
+            }
+
+        def at_version(state: State, v: int) -> bytes | None:
+            return self.chain.metadata(v) if v in METADATA_VERSIONS else None
+
+        def query_info(state: State, uxt: bytes, length: int) -> dict[str, Any]:
+            info = self._query_info(encode_bytes(uxt))
+            return {
+                "weight": info["weight"],
+                "class": "Normal",
+                "partial_fee": int(info["partialFee"]),
+            }
+
+        return {
+            "Core_version": version,
+            "Metadata_metadata": lambda state: self.chain.metadata(),
+            "Metadata_metadata_at_version": at_version,
+            "Metadata_metadata_versions": lambda state: list(METADATA_VERSIONS),
+            "AccountNonceApi_account_nonce": nonce,
+            "TransactionPaymentApi_query_info": query_info,
+        }
 
     def _query_info(self, encoded: bytes) -> dict[str, Any]:
         try:

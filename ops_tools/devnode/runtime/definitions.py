@@ -664,6 +664,16 @@ RUNTIME_EVENT = Enum(
         if p.event_type is not None
     ],
 )
+# Metadata V15 names the outer error enum; nothing at runtime encodes it (a dispatch error is
+# ``Module{index, error}`` bytes).
+RUNTIME_ERROR = Enum(
+    "node_runtime::RuntimeError",
+    [
+        Variant(p.index, p.name, (Field(None, p.error_type, f"{p.name}Error"),))
+        for p in PALLETS
+        if p.error_type is not None
+    ],
+)
 PHASE = Enum(
     "frame_system::Phase",
     [

@@ -138,6 +138,55 @@ class Array(Type):
         return {"array": {"len": self.length, "type": reg.id(self.inner)}}
 
 
+class Str(Type):
+    def encode(self, value: Any) -> bytes:
+        raw = value.encode("utf-8")
+        return encode_compact(len(raw)) + raw
+
+    def decode(self, r: Reader) -> Any:
+        n = r.compact("string length")
+        try:
+            return r.fixed(n, "str").decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DecodeError(f"str: {exc}") from None
+
+    def type_def(self, reg: Registry) -> dict[str, Any]:
+        return {"primitive": "str"}
+
+
+STR = Str()
+
+
+class Option(Type):
+    """``Option<T>``: scale-info describes it as the enum ``None | Some(T)``."""
+
+    path = ("Option",)
+
+    def __init__(self, inner: Type) -> None:
+        self.inner = inner
+        self.params = (("T", inner),)
+
+    def encode(self, value: Any) -> bytes:
+        return b"\x00" if value is None else b"\x01" + self.inner.encode(value)
+
+    def decode(self, r: Reader) -> Any:
+        tag = r.u8("option tag")
+        if tag > 1:
+            raise DecodeError(f"Option tag {tag}")
+        return self.inner.decode(r) if tag else None
+
+    def type_def(self, reg: Registry) -> dict[str, Any]:
+        some = {"name": None, "type": reg.id(self.inner), "typeName": None, "docs": []}
+        return {
+            "variant": {
+                "variants": [
+                    {"name": "None", "fields": [], "index": 0, "docs": []},
+                    {"name": "Some", "fields": [some], "index": 1, "docs": []},
+                ]
+            }
+        }
+
+
 class Tuple(Type):
     def __init__(self, *items: Type) -> None:
         self.items = items
