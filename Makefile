@@ -13,6 +13,7 @@ down: bootstrap
 # .venv/bin first on PATH: molecule and ansible-runner look for the ansible-* commands there.
 test: bootstrap
 	.venv/bin/ruff check .
+	.venv/bin/lint-imports
 	PATH="$(CURDIR)/.venv/bin:$$PATH" .venv/bin/pytest
 
 # Render the local network's chain spec twice in different environments, compare the bytes, and

@@ -36,3 +36,24 @@ def vectors_dir() -> Path:
         "public chain spec vectors not found: expected ../shared/testdata/chainspecs next to the"
         " project, or a directory in $CHAINSPEC_VECTORS_DIR"
     )
+
+
+# The systemd test hosts' fixture (`testhosts`), for every suite that deploys to real hosts.
+pytest_plugins = ["tests.hosts.fixture"]
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Every skip of the run and its reason, grouped, at the very end: a skip for a tool that
+    scripts/bootstrap installs is a defect of the machine's set-up, not of the test."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    if not skipped:
+        return
+    reasons: dict[str, int] = {}
+    for report in skipped:
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        reasons[reason] = reasons.get(reason, 0) + 1
+    terminalreporter.section(f"skipped: {len(skipped)} test(s)")
+    for reason, count in sorted(reasons.items(), key=lambda kv: -kv[1]):
+        terminalreporter.write_line(f"{count:4d}  {reason}")

@@ -3,7 +3,6 @@ can start it before loading the rest of the build code."""
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import subprocess
 import sys
@@ -41,15 +40,3 @@ def devnode_version(devnode: Path) -> str:
             f"{(proc.stderr.strip() or 'no output')[-200:]}"
         )
     return line
-
-
-def devnode_source_digest() -> str:
-    """A digest of the development node's source (its runtime and genesis builder): the devnode
-    console script is a launcher, and its --version names a release, not the code it runs."""
-    import ops_tools.devnode
-
-    package = Path(ops_tools.devnode.__file__).parent
-    digest = hashlib.sha256()
-    for path in sorted(package.rglob("*.py")):
-        digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return f"devnode source {digest.hexdigest()[:16]}"

@@ -12,6 +12,7 @@ from rich.table import Table
 from ops_tools.build.artifact import Artifact
 from ops_tools.build.builder import BuildError, BuildRequest, Events, build
 from ops_tools.build.devnode_artifact import make_devnode_artifact
+from ops_tools.build.devnode_bundle import build_devnode_bundle
 from ops_tools.build.layout import DEFAULT_RUNTIME_GLOB
 from ops_tools.build.smoke import DEV_RUNTIME_FEATURE, TESTNET_CHAIN_ID
 from ops_tools.cli.output import console, err_console, print_json
@@ -184,3 +185,19 @@ def devnode_artifact_cmd(
         print_json({**artifact.manifest, "artifact_dir": str(artifact.directory)})
         return
     _show(artifact, "development-node artifact written")
+
+
+@app.command("devnode-bundle")
+def devnode_bundle_cmd(
+    out: Path = typer.Option(..., "--out", help="The executable file to write."),
+    json_out: bool = typer.Option(False, "--json", help='Print {"path": ..., "sha256": ...}.'),
+) -> None:
+    """The development node as one executable file that runs with a Debian 12 host's python3
+    (what a remote inventory's node binary points at); the same sources give the same bytes."""
+    bundle = build_devnode_bundle(out)
+    if json_out:
+        print_json({"path": str(bundle.path), "sha256": bundle.sha256})
+        return
+    console.print(f"development-node bundle written: {bundle.path}", markup=False)
+    console.print(f"sha256 {bundle.sha256}; {len(bundle.distributions)} distributions bundled",
+                  markup=False)

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ops_tools.build.devnode_probe import devnode_source_digest
 from ops_tools.chain.rpc import RpcClient, RpcError
 from ops_tools.chain.status import wait_finality_advances, wait_serving
 from ops_tools.chainspec import render_cache
@@ -26,6 +25,7 @@ from ops_tools.deploy.manifests import (
 from ops_tools.deploy.paths import INVENTORIES, NETWORKS, PLAYBOOKS, localnet_dir
 from ops_tools.deploy.runner import PlaybookResult, run_playbook
 from ops_tools.errors import InputError, OpsError
+from ops_tools.sources import devnode_source_digest
 
 LOCAL_INVENTORY = INVENTORIES / "local"
 LOCAL_NETWORK = NETWORKS / "local.yml"

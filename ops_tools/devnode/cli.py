@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ops_tools.devnode import NODE_VERSION
-from ops_tools.devnode.config import DEFAULT_BASE, ChainPaths, NodeConfig, parse_multiaddr
+from ops_tools.devnode.config import ChainPaths, NodeConfig, default_base, parse_multiaddr
 from ops_tools.errors import InputError, OpsError
 
 log = logging.getLogger("devnode")
@@ -182,7 +182,7 @@ def _chain_arg(args: argparse.Namespace) -> str:
 
 
 def _base(args: argparse.Namespace) -> Path:
-    return args.base_path if args.base_path else DEFAULT_BASE
+    return args.base_path if args.base_path else default_base()
 
 
 def cmd_build_spec(args: argparse.Namespace) -> None:

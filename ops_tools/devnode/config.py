@@ -11,7 +11,17 @@ from pathlib import Path
 
 from ops_tools.errors import InputError
 
-DEFAULT_BASE = Path.home() / ".local" / "share" / "devnode"
+
+def default_base() -> Path:
+    """~/.local/share/devnode, looked up only when no --base-path is given: a service user without
+    a home (systemd's DynamicUser, a system account) runs fine with --base-path or --tmp."""
+    try:
+        return Path.home() / ".local" / "share" / "devnode"
+    except RuntimeError as exc:
+        raise InputError(
+            "--base-path: no home directory to put the default in; give --base-path DIR"
+        ) from exc
+
 _MULTIADDR = re.compile(r"^/(ip4|dns|dns4)/([^/]+)/tcp/(\d+)(?:/p2p/(\w+))?$")
 
 

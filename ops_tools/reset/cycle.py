@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ops_tools.build.devnode_probe import devnode_source_digest, devnode_version, find_devnode
+from ops_tools.build.devnode_probe import devnode_version, find_devnode
 from ops_tools.chain.rpc import RpcClient, RpcError
 from ops_tools.chainspec import render_cache
 from ops_tools.deploy.inventory import Inventory, load_inventory
@@ -36,6 +36,7 @@ from ops_tools.reset.journal import Journal
 from ops_tools.reset.lock import cycle_lock
 from ops_tools.reset.nodes import HostOpFailed, Node, is_local
 from ops_tools.reset.phases import DESTRUCTIVE, INSPECT, RESET, ROLL, Phase
+from ops_tools.sources import devnode_source_digest
 
 if TYPE_CHECKING:
     from ops_tools.reset.hostops import Machines

@@ -31,7 +31,8 @@ def test_molecule_scenario(role: str, tmp_path: Path) -> None:
     env = ansible_env(MOLECULE_EPHEMERAL_DIRECTORY=str(ephemeral))
     conf = ephemeral / "state" / "supervisor" / "supervisord.conf"
     try:
-        proc = run([str(VENV_BIN / "molecule"), "test"], cwd=ROOT / "roles" / role, env=env,
+        proc = run([str(VENV_BIN / "molecule"), "test", "-s", "default"], cwd=ROOT / "roles" / role,
+                   env=env,
                    timeout=900)
         assert proc.returncode == 0, tail(proc, 120)
         out = proc.stdout + proc.stderr

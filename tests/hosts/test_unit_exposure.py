@@ -1,0 +1,53 @@
+"""Every systemd unit the suite installs, measured with `systemd-analyze security` on a systemd
+test host: each stays at exposure "OK" or better (docs/hardening.md records the scores)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jinja2
+import pytest
+
+from tests.ansible.test_rendered import _render
+from tests.conftest import ROOT
+
+GOOD_ENOUGH = {"OK", "SAFE", "PERFECT"}
+RESET_UNIT = ROOT / "roles/reset_scheduler/templates/etc/systemd/system/net-reset-cycle.service.j2"
+
+
+def _reset_unit(out: Path) -> Path:
+    text = jinja2.Template(RESET_UNIT.read_text()).render(
+        ansible_managed="managed by the test", reset_scheduler_name="net-reset-cycle",
+        reset_scheduler_ref="main", reset_scheduler_user="netops",
+        reset_scheduler_group="netops", reset_scheduler_state_dir="/var/lib/net-reset",
+        reset_scheduler_wrapper_path="/usr/local/bin/net-reset-cycle",
+        reset_scheduler_timeout_sec=3600,
+    )
+    path = out / "net-reset-cycle.service"
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture(scope="module")
+def units(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    out = tmp_path_factory.mktemp("units")
+    _render(out, tls=False, cert=out / "none.pem", key=out / "none.key")
+    return [out / "net-node.service", _reset_unit(out)]
+
+
+def test_every_unit_is_ok_or_better(units: list[Path], testhosts) -> None:
+    host = testhosts("alpha", "beta").hosts[1]
+    scores = {}
+    for unit in units:
+        host.put(unit, f"/etc/systemd/system/{unit.name}", mode="0644")
+    assert host.ssh("sudo systemctl daemon-reload").returncode == 0
+    for unit in units:
+        proc = host.ssh(f"systemd-analyze security --no-pager {unit.name}")
+        assert proc.returncode == 0, proc.stderr
+        last = proc.stdout.strip().splitlines()[-1]
+        assert f"exposure level for {unit.name}:" in last, last
+        score, level = last.split()[-3:-1]
+        scores[unit.name] = (float(score), level)
+    print(scores)
+    bad = {u: s for u, s in scores.items() if s[1] not in GOOD_ENOUGH}
+    assert not bad, f"units above OK: {bad}"
