@@ -12,6 +12,9 @@ import pytest
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service as DriverService
 from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webelement import WebElement
+from selenium.webdriver.support import expected_conditions as ec
+from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.services.explorer.conftest import Stack
 
@@ -47,6 +50,15 @@ def shot(driver: webdriver.Chrome, tmp_path: Path, name: str) -> Path:
     return path
 
 
+def follow(driver: webdriver.Chrome, element: WebElement, expect_id: str) -> None:
+    """Click and wait for the next page: a click returns before the navigation it starts
+    has replaced the page, and elements found meanwhile belong to the old one."""
+    page = driver.find_element(By.TAG_NAME, "html")
+    element.click()
+    WebDriverWait(driver, 60).until(ec.staleness_of(page))
+    WebDriverWait(driver, 60).until(ec.presence_of_element_located((By.ID, expect_id)))
+
+
 def test_list_search_report_checks_anchor_in_a_browser(stack: Stack, browser, tmp_path):
     browser.get(stack.explorer.url + "/")
     assert "Attestation reports" in browser.find_element(By.TAG_NAME, "h1").text
@@ -56,12 +68,13 @@ def test_list_search_report_checks_anchor_in_a_browser(stack: Stack, browser, tm
     box = browser.find_element(By.ID, "search")
     box.clear()
     box.send_keys(stack.address)
-    browser.find_element(By.ID, "search-button").click()  # a plain GET form: no script
+    # A plain GET form: no script.
+    follow(browser, browser.find_element(By.ID, "search-button"), "reports")
     rows = browser.find_elements(By.CSS_SELECTOR, "#reports tbody tr")
     assert rows and all(stack.address in r.text for r in rows)
     shot(browser, tmp_path, "02-search")
 
-    browser.find_element(By.LINK_TEXT, stack.report_hash).click()
+    follow(browser, browser.find_element(By.LINK_TEXT, stack.report_hash), "report-hash")
     assert browser.find_element(By.ID, "report-hash").text == stack.report_hash
     assert browser.find_element(By.ID, "mock-badge").text == "MOCK"
     assert browser.find_element(By.ID, "verdict").text.startswith("VALID")
@@ -75,7 +88,7 @@ def test_list_search_report_checks_anchor_in_a_browser(stack: Stack, browser, tm
     assert stack.address in anchor and f"{stack.stake} plancks" in anchor
     shot(browser, tmp_path, "03-report")
 
-    browser.find_element(By.ID, "operator-link").click()
+    follow(browser, browser.find_element(By.ID, "operator-link"), "operator-id")
     assert browser.find_element(By.ID, "operator-id").text == stack.operator
     assert stack.address in browser.find_element(By.ID, "registrations").text
     shot(browser, tmp_path, "04-operator")
