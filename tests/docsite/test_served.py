@@ -66,6 +66,8 @@ def _chrome():  # selenium is imported lazily: the browser tests skip without it
 def test_chromium_loads_the_home_and_release_pages(served: tuple[Site, Nginx],
                                                    tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
 
     site, nginx = served
     index = json.loads((site.store / "index.json").read_text())
@@ -79,7 +81,10 @@ def test_chromium_loads_the_home_and_release_pages(served: tuple[Site, Nginx],
         browser.save_screenshot(str(tmp_path / "home.png"))
 
         # Follow the home page's link, as a reader would.
+        home = browser.find_element(By.TAG_NAME, "html")
         browser.find_element(By.CSS_SELECTOR, "article a[href$='releases/']").click()
+        # The click returns before the navigation has replaced the page.
+        WebDriverWait(browser, 60).until(ec.staleness_of(home))
         assert browser.current_url == nginx.url + "/releases/"
         page = browser.find_element(By.TAG_NAME, "article").text
         assert current["genesis_hash"] in page
