@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
-from aiohttp import WSMsgType, web
+from aiohttp import WSCloseCode, WSMsgType, web
 
 log = logging.getLogger("devnode")
 
@@ -91,11 +91,20 @@ class RpcServer:
         self.max_request = max_request
         self.cors = cors  # None: any origin (--rpc-cors all)
         self.connections: set[Connection] = set()
+        self.sockets: set[web.WebSocketResponse] = set()
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=self.max_request + 1024)
         app.router.add_route("*", "/", self._handle)
+        app.on_shutdown.append(self._close_sockets)
         return app
+
+    async def _close_sockets(self, _app: web.Application) -> None:
+        # A stopping node tells its WebSocket clients it is going away, as Substrate's does;
+        # otherwise aiohttp waits its whole shutdown timeout for every subscriber (indexer,
+        # gateway, worker) to hang up first, and a reset's stop-nodes phase waits with it.
+        for ws in list(self.sockets):
+            await ws.close(code=WSCloseCode.GOING_AWAY, message=b"node shutting down")
 
     def _origin_ok(self, request: web.Request) -> bool:
         origin = request.headers.get("Origin")
@@ -141,6 +150,7 @@ class RpcServer:
         await ws.prepare(request)
         conn = Connection(lambda b: ws.send_str(b.decode()))
         self.connections.add(conn)
+        self.sockets.add(ws)
         try:
             async for msg in ws:
                 if msg.type in (WSMsgType.TEXT, WSMsgType.BINARY):
@@ -156,6 +166,7 @@ class RpcServer:
         finally:
             conn.close()
             self.connections.discard(conn)
+            self.sockets.discard(ws)
         return ws
 
     async def process(self, body: bytes, conn: Connection) -> Any:
