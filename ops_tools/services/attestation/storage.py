@@ -11,10 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
-    BigInteger,
     Column,
     Index,
-    Integer,
     MetaData,
     String,
     Table,
@@ -23,7 +21,7 @@ from sqlalchemy import (
     select,
 )
 
-from ops_tools.services.common.db import Database
+from ops_tools.services.common.db import ROW_ID, Database
 from ops_tools.services.common.ratelimit import rate_events_table
 
 PREFIX = "attest"
@@ -31,7 +29,7 @@ metadata = MetaData()
 reports = Table(
     f"{PREFIX}_reports",
     metadata,
-    Column("seq", BigInteger().with_variant(Integer, "sqlite"), primary_key=True,
+    Column("seq", ROW_ID, primary_key=True,
            autoincrement=True),
     Column("hash", String(66), nullable=False, unique=True),
     Column("operator_id", String(64), nullable=False),

@@ -14,13 +14,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import BigInteger, Engine, Integer, create_engine, event, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from ops_tools.errors import InputError
 
 SQLITE_BUSY_TIMEOUT_S = 30
+# The type of an autoincrementing row id: 64 bits on PostgreSQL; on SQLite only an INTEGER
+# PRIMARY KEY is the rowid alias that autoincrements.
+ROW_ID = BigInteger().with_variant(Integer, "sqlite")
 
 
 def normalise_url(url: str) -> URL:

@@ -14,11 +14,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import (
-    BigInteger,
     Column,
     Float,
     Index,
-    Integer,
     MetaData,
     String,
     Table,
@@ -29,7 +27,7 @@ from sqlalchemy import (
     update,
 )
 
-from ops_tools.services.common.db import Database
+from ops_tools.services.common.db import ROW_ID, Database
 from ops_tools.services.common.hashing import salted_hash
 
 
@@ -39,7 +37,7 @@ def rate_events_table(metadata: MetaData, prefix: str) -> Table:
     return Table(
         f"{prefix}_rate_events",
         metadata,
-        Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True,
+        Column("id", ROW_ID, primary_key=True,
                autoincrement=True),
         Column("genesis", String(66), nullable=False),
         Column("rule", String(32), nullable=False),

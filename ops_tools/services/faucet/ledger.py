@@ -17,7 +17,6 @@ from sqlalchemy import (
     Column,
     Float,
     Index,
-    Integer,
     MetaData,
     String,
     Table,
@@ -30,7 +29,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
-from ops_tools.services.common.db import Database
+from ops_tools.services.common.db import ROW_ID, Database
 from ops_tools.services.common.ratelimit import rate_events_table
 
 PREFIX = "faucet"
@@ -40,7 +39,7 @@ rate_events = rate_events_table(metadata, PREFIX)
 drips = Table(
     "faucet_drips",
     metadata,
-    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True,
+    Column("id", ROW_ID, primary_key=True,
            autoincrement=True),
     Column("genesis", String(66), nullable=False),
     Column("recipient_hash", String(64), nullable=False),
