@@ -103,6 +103,10 @@ class Machines:
             return None
         return reply.get("result")
 
+    def sha256(self, host: str, path: str) -> str:
+        """The sha256 of ``path`` on the machine of ``host``."""
+        return self.output(host, f"sha256sum {shlex.quote(path)}").split(" ")[0]
+
     def free_bytes(self, host: str, path: str) -> int:
         out = self.output(host, f"df -B1 --output=avail {shlex.quote(path)} | tail -1")
         return int(out.strip() or 0)
