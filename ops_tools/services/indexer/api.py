@@ -57,11 +57,14 @@ class ChainHead:
         return genesis, best
 
 
-def index_check(db: Database, head: ChainHead, max_lag: int) -> ReadyCheck:
-    """Ready when the index is of the network the chain serves now and within ``max_lag``
-    blocks of its best block."""
+def index_checks(db: Database, head: ChainHead, max_lag: int) -> list[ReadyCheck]:
+    """What the API's ``/ready`` means (docs/indexer.md): ``chain``, the node answers and the
+    index's active network is the genesis it serves (detail: that genesis hash, as every
+    service's chain check); ``index``, the index is within ``max_lag`` blocks of the node's best
+    block on that genesis. After a reset both fail, naming the old and the new genesis, until
+    the processor has switched to the new chain and caught up with it."""
 
-    def probe() -> CheckResult:
+    def reading() -> tuple[str, int, Any] | CheckResult:
         try:
             genesis, best = head.get()
         except RpcError as exc:
@@ -71,10 +74,28 @@ def index_check(db: Database, head: ChainHead, max_lag: int) -> ReadyCheck:
                 net = queries.network(s.connection(), None)
         except QueryError as exc:
             return CheckResult(False, str(exc))
+        return genesis, best, net
+
+    def chain() -> CheckResult:
+        seen = reading()
+        if isinstance(seen, CheckResult):
+            return seen
+        genesis, _best, net = seen
         if net.genesis_hash != genesis:
-            return CheckResult(False, f"indexing genesis {net.genesis_hash}, but the chain "
-                                      f"serves {genesis}; the processor switches on its next "
-                                      f"step")
+            return CheckResult(False, f"the chain serves genesis {genesis}, but the index is "
+                                      f"still of genesis {net.genesis_hash} (reset count "
+                                      f"{net.reset_count}); the processor archives it and "
+                                      f"indexes the new chain from its genesis")
+        return CheckResult(True, genesis)
+
+    def index() -> CheckResult:
+        seen = reading()
+        if isinstance(seen, CheckResult):
+            return seen
+        genesis, best, net = seen
+        if net.genesis_hash != genesis:
+            return CheckResult(False, f"indexed #{net.height} of the old genesis "
+                                      f"{net.genesis_hash}; nothing yet of {genesis}")
         lag = best - net.height
         if lag > max_lag:
             return CheckResult(False, f"indexed #{net.height}, chain at #{best}: {lag} blocks "
@@ -83,7 +104,7 @@ def index_check(db: Database, head: ChainHead, max_lag: int) -> ReadyCheck:
                                  f"{max(lag, 0)}, finalized #{net.finalized_height}, resets "
                                  f"{net.reset_count}")
 
-    return ReadyCheck("index", probe)
+    return [ReadyCheck("chain", chain), ReadyCheck("index", index)]
 
 
 def graphql_router(db: Database, settings: IndexerSettings) -> GraphQLRouter:
@@ -104,21 +125,29 @@ def graphql_router(db: Database, settings: IndexerSettings) -> GraphQLRouter:
 
 
 def processor_check(processor: Processor, settings: IndexerSettings) -> ReadyCheck:
-    """The processor is ready when a step completed recently; the detail carries its figures
-    (``ops-tools status`` shows them)."""
+    """The processor is ready when it is connected to the node, its last step completed
+    recently and left it within ``ready_max_lag`` blocks of the node's best block; the detail
+    carries its figures (``ops-tools status`` shows them)."""
     stale_s = max(3 * settings.poll_interval_s, 30.0)
 
     def probe() -> CheckResult:
-        step = processor.last_step
+        step, lost = processor.last_step, processor.link_lost
+        figures = "nothing indexed yet"
+        if step is not None:
+            figures = (f"indexed #{step.height} of {step.genesis_hash}, chain "
+                       f"#{step.chain_height}, lag {max(step.chain_height - step.height, 0)}, "
+                       f"finalized #{step.finalized_height}, resets {step.reset_count}")
+        if lost is not None:
+            return CheckResult(False, f"not connected to {settings.rpc_url} for "
+                                      f"{time.monotonic() - lost.at:.1f} s ({lost.reason}); "
+                                      f"{figures}")
         if step is None:
-            return CheckResult(False, "no step completed yet (catching up, or the chain does "
-                                      "not answer)")
+            return CheckResult(False, "no step completed yet (catching up)")
         age = time.monotonic() - step.at
-        figures = (f"indexed #{step.height} of {step.genesis_hash}, chain #{step.chain_height}, "
-                   f"lag {max(step.chain_height - step.height, 0)}, finalized "
-                   f"#{step.finalized_height}, resets {step.reset_count}")
         if age > stale_s:
             return CheckResult(False, f"last step {age:.0f} s ago ({figures})")
+        if step.chain_height - step.height > settings.ready_max_lag:
+            return CheckResult(False, f"catching up ({figures})")
         return CheckResult(True, figures)
 
     return ReadyCheck("processor", probe)
@@ -160,7 +189,8 @@ def build_app(settings: IndexerSettings, db: Database | None = None) -> FastAPI:
     app = create_app(
         ServiceInfo("indexer", description="GraphQL index of the chain's events"),
         settings,
-        ready_checks=[database_check(db), index_check(db, head, settings.ready_max_lag)],
+        ready_checks=[database_check(db),
+                      *index_checks(db, head, settings.ready_max_lag)],
         json_only=False,
     )
     app.include_router(graphql_router(db, settings), prefix="/graphql")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -40,11 +41,20 @@ EVENTS_KEY = "0x" + storage_prefix("System", "Events").hex()
 ACCOUNT_PREFIX = storage_prefix("System", "Account")
 OPERATOR_PREFIX = storage_prefix("OperatorStake", "Operators")
 KEYS_PAGE = 1000
+DECODED_KEPT = 8  # decoded metadata kept across genesis changes
 T = TypeVar("T")
 
 
 class Writable(Protocol):
     def session(self, *, write: bool = False) -> AbstractContextManager[Session]: ...
+
+
+@dataclass(frozen=True)
+class LinkLost:
+    """Why the processor is not connected to the node (its own /ready)."""
+
+    at: float  # time.monotonic()
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -65,7 +75,13 @@ class ProcessorOptions:
     batch_size: int = 100
     fetch_ahead: int = 4
     poll_interval_s: float = 6.0
-    retry_interval_s: float = 1.0
+    # Reconnecting after a lost connection: the first retry soon (a reset's node restart takes
+    # a second or two), then doubling up to the maximum.
+    retry_min_s: float = 0.2
+    retry_max_s: float = 2.0
+    # The step's head queries (genesis, best, finalized): short, so that a node that stopped
+    # answering is given up on quickly; catch-up batches keep the client's longer timeout.
+    head_timeout_s: float = 10.0
     ss58_format: int = 42
 
 
@@ -80,10 +96,15 @@ class Processor:
         self.runtimes: dict[int, Runtime] = {}
         self._loading: dict[int, asyncio.Future[Runtime]] = {}
         self.runtime_genesis: str | None = None
+        # Decoded metadata by (spec version, digest of the metadata), across genesis changes:
+        # a reset that keeps the runtime (only the genesis state changed) reuses its decoders
+        # instead of decoding the metadata again (most of a reset's catch-up time).
+        self._decoded: dict[tuple[int, str], Runtime] = {}
         self.stopping = asyncio.Event()
         self.synced = asyncio.Event()  # set after each completed sync (tests, benchmarks)
         self.blocks_written = 0
         self.last_step: StepReport | None = None
+        self.link_lost: LinkLost | None = LinkLost(time.monotonic(), "not connected yet")
 
     # -- database ---------------------------------------------------------------------------
 
@@ -102,21 +123,37 @@ class Processor:
     async def run(self) -> None:
         """Until stopped: connect, sync, follow; on any connection loss start over (a reset
         restarts the nodes, so a lost connection is the normal sign of one)."""
+        delay = self.o.retry_min_s
         while not self.stopping.is_set():
+            reason = "the connection ended"
             try:
                 async with RpcClient(self.o.rpc_url) as rpc:
                     await self._follow(rpc)
             except (RpcError, OSError, ChainMoved) as exc:
-                log.warning("indexer: %s; retrying", exc)
+                reason = str(exc) or type(exc).__name__
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.exception("indexer: unexpected error; retrying")
+            except Exception as exc:
+                reason = f"unexpected error: {exc!r}"
+                log.exception("indexer: unexpected error; reconnecting")
+            if self.stopping.is_set():
+                break
+            lost = self.link_lost
+            if lost is None or lost.reason != reason:  # once per outage and reason, not per try
+                log.warning("indexer: %s; reconnecting", reason)
+            if lost is None:
+                delay = self.o.retry_min_s
+            self.link_lost = LinkLost(lost.at if lost else time.monotonic(), reason)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.stopping.wait(), self.o.retry_interval_s)
+                await asyncio.wait_for(self.stopping.wait(), delay)
+            delay = min(delay * 2, self.o.retry_max_s)
 
     async def _follow(self, rpc: RpcClient) -> None:
         heads = await rpc.subscribe("chain_subscribeNewHeads")
+        if self.link_lost is not None:
+            log.info("indexer: connected to %s (%.1f s after: %s)", self.o.rpc_url,
+                     time.monotonic() - self.link_lost.at, self.link_lost.reason)
+            self.link_lost = None
         stop = asyncio.create_task(self.stopping.wait())
         try:
             while not self.stopping.is_set():
@@ -146,16 +183,25 @@ class Processor:
         genesis, chain_name, best_header, fin_hash = await rpc.batch([
             ("chain_getBlockHash", [0]), ("system_chain", []), ("chain_getHeader", []),
             ("chain_getFinalizedHead", []),
-        ])
+        ], self.o.head_timeout_s)
         net = await self._db(lambda c: store.ensure_network(c, genesis, chain_name))
-        if net.created:
+        if net.archived:
+            self.last_step = None  # its figures are of the archived network
+            log.warning("indexer: the chain's genesis changed from %s to %s (a reset): the old "
+                        "network is archived with its rows, reset count %d; indexing %s (%s) "
+                        "from its genesis", net.archived, genesis, net.reset_count, genesis,
+                        chain_name)
+        elif net.created:
             log.info("indexer: indexing network %s (%s), reset count %d", genesis, chain_name,
                      net.reset_count)
         if self.runtime_genesis != genesis:
-            self.runtimes.clear()  # another chain may reuse a spec version with other types
+            # Another chain may reuse a spec version with other types: spec versions are looked
+            # up again (the metadata digest decides whether decoded metadata can be reused).
+            self.runtimes.clear()
             self._loading.clear()
             self.runtime_genesis = genesis
-        fin_number = int((await rpc.call("chain_getHeader", [fin_hash]))["number"], 16)
+        fin_number = int((await rpc.call("chain_getHeader", [fin_hash],
+                                          self.o.head_timeout_s))["number"], 16)
         best = int(best_header["number"], 16)
         await self.reconcile(rpc, net.id)
         height = await self.catch_up(rpc, net.id, best)
@@ -305,7 +351,14 @@ class Processor:
         if version not in self._loading:
             async def load() -> Runtime:
                 metadata = await rpc.call("state_getMetadata", [at])
-                runtime = await asyncio.to_thread(Runtime, version, metadata, self.o.ss58_format)
+                key = (version, hashlib.blake2b(metadata.encode(), digest_size=16).hexdigest())
+                runtime = self._decoded.get(key)
+                if runtime is None:
+                    runtime = await asyncio.to_thread(Runtime, version, metadata,
+                                                      self.o.ss58_format)
+                    while len(self._decoded) >= DECODED_KEPT:
+                        self._decoded.pop(next(iter(self._decoded)))
+                    self._decoded[key] = runtime
                 self.runtimes[version] = runtime
                 return runtime
             self._loading[version] = asyncio.ensure_future(load())

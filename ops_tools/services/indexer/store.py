@@ -43,6 +43,7 @@ class ActiveNetwork:
     genesis_hash: str
     reset_count: int
     created: bool  # this call added it (first start, or a reset)
+    archived: str | None = None  # the genesis hash this call archived (a reset)
 
 
 def ensure_network(conn: Connection, genesis_hash: str, chain_name: str | None) -> ActiveNetwork:
@@ -62,13 +63,15 @@ def ensure_network(conn: Connection, genesis_hash: str, chain_name: str | None) 
         # The chain went back to a genesis indexed before: resume it, still a reset.
         conn.execute(update(Network).where(Network.id == known.id)
                      .values(active=True, archived_at=None, reset_count=resets))
-        return ActiveNetwork(known.id, genesis_hash, resets, True)
+        return ActiveNetwork(known.id, genesis_hash, resets, True,
+                             active.genesis_hash if active else None)
     net_id = conn.execute(insert(Network).values(
         genesis_hash=genesis_hash, chain_name=chain_name, reset_count=resets, active=True,
         started_at=now, height=-1, finalized_height=-1, chain_height=0,
         chain_finalized_height=0,
     )).inserted_primary_key[0]
-    return ActiveNetwork(int(net_id), genesis_hash, resets, True)
+    return ActiveNetwork(int(net_id), genesis_hash, resets, True,
+                         active.genesis_hash if active else None)
 
 
 def tip(conn: Connection, net: int) -> tuple[int, str] | None:
