@@ -74,11 +74,12 @@ class ProcessorOptions:
     rpc_url: str
     batch_size: int = 100
     fetch_ahead: int = 4
+    write_batches: int = 5  # batches per write transaction while far behind
     poll_interval_s: float = 6.0
     # Reconnecting after a lost connection: the first retry soon (a reset's node restart takes
     # a second or two), then doubling up to the maximum.
     retry_min_s: float = 0.2
-    retry_max_s: float = 2.0
+    retry_max_s: float = 1.0
     # The step's head queries (genesis, best, finalized): short, so that a node that stopped
     # answering is given up on quickly; catch-up batches keep the client's longer timeout.
     head_timeout_s: float = 10.0
@@ -261,9 +262,13 @@ class Processor:
         ranges = [(lo, min(lo + self.o.batch_size - 1, best))
                   for lo in range(start, best + 1, self.o.batch_size)]
         pending: list[asyncio.Task[list[RawBlock]]] = []
-        # One batch is written (in a thread) while the next one is decoded; writes stay in
-        # order because each waits for the one before.
+        # Decoded blocks are written (in a thread) while the next batches are fetched and
+        # decoded; writes stay in order because each waits for the one before. Far behind, one
+        # write takes several batches: fewer commits, and one balance snapshot (a storage query
+        # to the node) for all of them instead of one per batch.
         writing: asyncio.Task[None] | None = None
+        decoded: list[Block] = []
+        group = self.o.batch_size * self.o.write_batches
         height = start - 1
         try:
             it = iter(ranges)
@@ -274,11 +279,14 @@ class Processor:
                 for rng in _take(it, 1):
                     pending.append(asyncio.create_task(self._fetch(rpc, *rng)))
                 check_links(prev_hash, raws)
-                blocks = [decode_block(r, self.runtimes[r.spec_version]) for r in raws]
+                decoded += [decode_block(r, self.runtimes[r.spec_version]) for r in raws]
+                prev_hash, height = decoded[-1].hash, decoded[-1].number
+                if pending and len(decoded) < group:
+                    continue
                 if writing is not None:
                     await writing
-                writing = asyncio.create_task(self._store_batch(rpc, net, blocks))
-                prev_hash, height = blocks[-1].hash, blocks[-1].number
+                writing = asyncio.create_task(self._store_batch(rpc, net, decoded))
+                decoded = []
             if writing is not None:
                 await writing
         finally:
@@ -299,7 +307,8 @@ class Processor:
         if blocks[0].number == 0:
             accounts |= await self._all_keys(rpc, ACCOUNT_PREFIX, blocks[0].hash)
             operators |= await self._all_keys(rpc, OPERATOR_PREFIX, blocks[0].hash)
-        snap_accounts, snap_operators = await self._snapshots(rpc, last.hash, accounts, operators)
+        snap_accounts, snap_operators = await self._snapshots(rpc, last.hash, accounts, operators,
+                                                              last.spec_version)
 
         def write(c: Connection) -> None:
             store.insert_blocks(c, net, blocks)
@@ -381,10 +390,12 @@ class Processor:
             start = keys[-1]
 
     async def _snapshots(self, rpc: RpcClient, at: str, accounts: set[str],
-                         operators: set[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+                         operators: set[str], version: int | None = None,
+                         ) -> tuple[dict[str, Any], dict[str, Any]]:
         if not accounts and not operators:
             return {}, {}
-        version = (await rpc.call("state_getRuntimeVersion", [at]))["specVersion"]
+        if version is None:
+            version = (await rpc.call("state_getRuntimeVersion", [at]))["specVersion"]
         runtime = await self._runtime(rpc, version, at)
         acc_keys = {_storage_key(ACCOUNT_PREFIX, a): a for a in sorted(accounts)}
         op_keys = {_storage_key(OPERATOR_PREFIX, a): a for a in sorted(operators)}
