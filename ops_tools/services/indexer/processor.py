@@ -42,6 +42,7 @@ ACCOUNT_PREFIX = storage_prefix("System", "Account")
 OPERATOR_PREFIX = storage_prefix("OperatorStake", "Operators")
 KEYS_PAGE = 1000
 DECODED_KEPT = 8  # decoded metadata kept across genesis changes
+WRITE_BACKLOG = 4  # write groups decoded ahead of a running write, at most
 T = TypeVar("T")
 
 
@@ -283,6 +284,11 @@ class Processor:
                 prev_hash, height = decoded[-1].hash, decoded[-1].number
                 if pending and len(decoded) < group:
                     continue
+                # While the previous write runs, go on fetching and decoding rather than wait
+                # for it (waiting left the node without requests); up to a bound of memory.
+                busy = writing is not None and not writing.done()
+                if busy and pending and len(decoded) < WRITE_BACKLOG * group:
+                    continue
                 if writing is not None:
                     await writing
                 writing = asyncio.create_task(self._store_batch(rpc, net, decoded))
@@ -339,8 +345,8 @@ class Processor:
         else:  # a runtime upgrade inside this batch: ask for each block
             versions = [v["specVersion"] for v in await rpc.batch(
                 [("state_getRuntimeVersion", [h]) for h in hashes])]
-        for version, h in zip(versions, hashes, strict=True):
-            await self._runtime(rpc, version, h)
+        for version in dict.fromkeys(versions):
+            await self._runtime(rpc, version, hashes[versions.index(version)])
         out = []
         for i, (n, h) in enumerate(zip(numbers, hashes, strict=True)):
             signed, events = answers[2 * i], answers[2 * i + 1]
