@@ -42,6 +42,7 @@ ACCOUNT_PREFIX = storage_prefix("System", "Account")
 OPERATOR_PREFIX = storage_prefix("OperatorStake", "Operators")
 KEYS_PAGE = 1000
 DECODED_KEPT = 8  # decoded metadata kept across genesis changes
+FETCH_QUEUED = 3  # batches fetched or queued ahead of decoding, per batch in flight
 WRITE_BACKLOG = 4  # write groups decoded ahead of a running write, at most
 T = TypeVar("T")
 
@@ -271,14 +272,23 @@ class Processor:
         decoded: list[Block] = []
         group = self.o.batch_size * self.o.write_batches
         height = start - 1
+        # fetch_ahead batches in flight at every moment, whatever the decoding and writing do
+        # meanwhile: a finished fetch lets the next queued one go at once (the node is the
+        # slowest part; it must never wait for us), up to FETCH_QUEUED batches not yet used.
+        in_flight = asyncio.Semaphore(self.o.fetch_ahead)
+
+        async def fetch(low: int, high: int) -> list[RawBlock]:
+            async with in_flight:
+                return await self._fetch(rpc, low, high)
+
         try:
             it = iter(ranges)
-            for rng in _take(it, self.o.fetch_ahead):
-                pending.append(asyncio.create_task(self._fetch(rpc, *rng)))
+            for rng in _take(it, self.o.fetch_ahead * FETCH_QUEUED):
+                pending.append(asyncio.create_task(fetch(*rng)))
             while pending:
                 raws = await pending.pop(0)
                 for rng in _take(it, 1):
-                    pending.append(asyncio.create_task(self._fetch(rpc, *rng)))
+                    pending.append(asyncio.create_task(fetch(*rng)))
                 check_links(prev_hash, raws)
                 decoded += [decode_block(r, self.runtimes[r.spec_version]) for r in raws]
                 prev_hash, height = decoded[-1].hash, decoded[-1].number
