@@ -126,10 +126,10 @@ def test_a_reset_archives_the_old_network_and_indexes_the_new_one(tmp_path, data
         assert _ready(ix)[2]["chain"] == old_genesis
 
         old.stop()  # the reset: the nodes go down and come back on a new genesis
-        ix.wait_for(lambda: _ready(ix, processor_url)[0] == 503, 30,
+        ix.wait_for(lambda: "not connected" in _ready(ix, processor_url)[1], 30,
                     "the processor to report the lost node")
-        _, message, checks = _ready(ix, processor_url)
-        assert f"not connected to {old.ws}" in checks["processor"], checks
+        status, _, checks = _ready(ix, processor_url)
+        assert status == 503 and f"not connected to {old.ws}" in checks["processor"], checks
         ix.wait_for(lambda: _ready(ix)[0] == 503, 30, "the API to report the lost node")
         assert "the chain does not answer" in _ready(ix)[2]["chain"]
 
