@@ -38,18 +38,21 @@ def open_database(settings: IndexerSettings) -> Database:
 
 class ChainHead:
     """The chain's genesis and best height, asked at most once a second (``/ready`` may be
-    polled often, and by several instances)."""
+    polled often, and by several instances), or at once when the caller saw them disagree with
+    the index."""
 
     CACHE_S = 1.0
+    FRESH_S = 0.1  # "at once", still bounded when /ready is polled hard during a reset
 
     def __init__(self, rpc_url: str) -> None:
         self.rpc = RpcClient(http_url(rpc_url), timeout=3.0)
         self._lock = threading.Lock()
         self._seen: tuple[float, str, int] | None = None
 
-    def get(self) -> tuple[str, int]:
+    def get(self, *, fresh: bool = False) -> tuple[str, int]:
         with self._lock:
-            if self._seen and time.monotonic() - self._seen[0] < self.CACHE_S:
+            max_age = self.FRESH_S if fresh else self.CACHE_S
+            if self._seen and time.monotonic() - self._seen[0] < max_age:
                 return self._seen[1], self._seen[2]
         genesis, best = self.rpc.genesis_hash().lower(), self.rpc.best_number()
         with self._lock:
@@ -74,6 +77,13 @@ def index_checks(db: Database, head: ChainHead, max_lag: int) -> list[ReadyCheck
                 net = queries.network(s.connection(), None)
         except QueryError as exc:
             return CheckResult(False, str(exc))
+        if net.genesis_hash != genesis:
+            # A reset in progress: ask the chain again rather than trust the cached answer, so
+            # that /ready turns at the first poll after the processor switched, not a second on.
+            try:
+                genesis, best = head.get(fresh=True)
+            except RpcError as exc:
+                return CheckResult(False, f"the chain does not answer: {exc}")
         return genesis, best, net
 
     def chain() -> CheckResult:
