@@ -6,7 +6,7 @@ that publishes without Ansible (the reset cycle's publish phase) use::
 
     publish_site(store, site, endpoints, Release(render_dir, "devnode"))
 
-A publication whose inputs are those the served site records returns at once (``skipped``),
+A publication whose inputs are those the served site records returns at once (``up_to_date``),
 reading a few small files and hashing the docs sources: no store update, no MkDocs build, no
 bundle build. The heavy modules (chain-spec hashing, MkDocs) are imported only past that check.
 """
@@ -40,7 +40,7 @@ class Release:
 @dataclass(frozen=True)
 class SiteResult:
     changed: bool
-    skipped: bool  # the served site was published from these inputs: nothing was done
+    up_to_date: bool  # the served site was published from these inputs: nothing was done
     published: bool  # the store's index changed
     current_genesis: str | None
     replaced: str | None
@@ -54,7 +54,7 @@ class SiteResult:
     def to_json(self) -> dict[str, Any]:
         return {
             "changed": self.changed,
-            "skipped": self.skipped,
+            "up_to_date": self.up_to_date,
             "published": self.published,
             "current": self.current_genesis,
             "current_genesis": self.current_genesis,

@@ -39,7 +39,7 @@ def test_the_served_bundle_is_listed_and_runs_with_the_system_python(
     site.endpoints["docs_url"] = nginx.url
     done = site.publish_site(Release(renders["first"], "devnode"),
                              bundle_cache=bundle.path.parent.parent)
-    assert done.published and done.built and not done.skipped
+    assert done.published and done.built and not done.up_to_date
     assert done.bundle == {"path": str(bundle.path), "sha256": bundle.sha256, "built": False}
     nginx.start(site.site)
 
@@ -126,14 +126,14 @@ def test_same_inputs_do_nothing_and_a_changed_source_rebuilds(
     assert first.changed and first.published and first.built
     assert read_record(site) is not None and read_record(site).inputs == first.inputs
     again = publish()
-    assert (again.changed, again.skipped, again.build_dir) == (False, True, first.build_dir)
+    assert (again.changed, again.up_to_date, again.build_dir) == (False, True, first.build_dir)
     assert publish(check=True).changed is False
 
     (root / "docs" / "docsite.md").write_text(
         (root / "docs" / "docsite.md").read_text() + "\nOne more line.\n"
     )
     edited = publish()
-    assert edited.built and not edited.published and not edited.skipped
+    assert edited.built and not edited.published and not edited.up_to_date
     assert edited.build_dir != first.build_dir
     assert "One more line." in (site / "reference" / "docsite" / "index.html").read_text()
 
@@ -146,7 +146,7 @@ def test_same_inputs_do_nothing_and_a_changed_source_rebuilds(
     assert served["genesis_hash"] == moved.current_genesis
     assert publish_site(store, site, {"docs_url": "http://127.0.0.1:1"},
                         Release(renders["second"], "substrate", DEVNODE),
-                        project_root=root).skipped
+                        project_root=root).up_to_date
 
 
 def test_a_substrate_release_needs_its_binary(renders: dict[str, Path], tmp_path: Path) -> None:
