@@ -81,7 +81,10 @@ def _check(release: Release) -> None:
         )
     if release.node_kind == "substrate":
         if release.node_binary is None:
-            raise InputError("node binary: required for node kind substrate (the net-node file)")
+            raise InputError(
+                "node binary: none given; a substrate release needs the net-node binary"
+                " (--node-binary; docs_release_node_binary in the docs role)"
+            )
         if not release.node_binary.is_file():
             raise InputError(f"node binary {release.node_binary}: no such file")
     if not (release.render_dir / "raw.json").is_file():
