@@ -9,8 +9,9 @@ a change here.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
-from ops_tools.deploy.paths import PLAYBOOKS
+from ops_tools.deploy.paths import PLAYBOOKS, localnet_dir
 from ops_tools.reset.context import CycleContext
 
 
@@ -61,17 +62,34 @@ def publish(ctx: CycleContext) -> str:
     docs_hosts = ctx.inventory.hosts("docs")
     if not docs_hosts:
         return "no docs host in the inventory"
+    kind = "devnode" if ctx.facts.get("devnode") else "substrate"
+    if ctx.localnet and all(ctx.inventory.hostvars[h].get("docs_site_on_controller")
+                            for h in docs_hosts):
+        return _publish_in_place(ctx, docs_hosts, kind)
     from ops_tools.deploy.runner import run_playbook
 
-    extra = {
-        **ctx.playbook_extravars(),
-        "docs_release_node_kind": "devnode" if ctx.facts.get("devnode") else "substrate",
-    }
+    extra = {**ctx.playbook_extravars(), "docs_release_node_kind": kind}
     result = run_playbook(PLAYBOOKS / "docs.yml", ctx.opts.inventory, extra)
     return (
         f"release {ctx.facts['expected_genesis']} published on {', '.join(docs_hosts)}"
         f" ({result.changed} change(s))"
     )
+
+
+def _publish_in_place(ctx: CycleContext, hosts: list[str], kind: str) -> str:
+    # The local network's nginx serves the controller's build in place: the role's own call,
+    # made here without an ansible-playbook start (seconds), and served as soon as it returns.
+    # The layout is the local inventory's (docs_controller_dir: <localnet>/<host>, with the
+    # role's releases/ and site/ under it); record's run of the role then finds it up to date.
+    from ops_tools.docsite.publish import Release, publish_site
+
+    endpoints = ctx.var("net_public_endpoints") or {}
+    release = Release(Path(ctx.facts["render_dir"]), kind,
+                      None if kind == "devnode" else Path(ctx.facts["node_binary"]))
+    for host in hosts:
+        root = localnet_dir() / host
+        publish_site(root / "releases", root / "site", endpoints, release)
+    return f"release {ctx.facts['expected_genesis']} published in place on {', '.join(hosts)}"
 
 
 def record(ctx: CycleContext) -> str:
