@@ -15,13 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from sqlalchemy import Engine, delete, func, insert, or_, select, update
+from sqlalchemy import Engine, delete, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ops_tools.services.gateway.schema import (
     api_keys,
     heartbeats,
-    rate_windows,
     receipts,
     settlements,
     workers,
@@ -149,8 +148,10 @@ RECEIPT_FIELDS = (
     "output_tokens", "cost", "reserved", "status", "error", "genesis_hash", "created_at",
 )
 _RECEIPT = (
-    f"INSERT INTO gateway_receipts ({', '.join(RECEIPT_FIELDS)}, settle_status)"
-    f" VALUES ({', '.join(['{p}'] * len(RECEIPT_FIELDS))}, 'pending')"
+    "INSERT INTO gateway_receipts (id, key_id, payer, operator, worker, model, kind,"
+    " input_tokens, output_tokens, cost, reserved, status, error, genesis_hash, created_at,"
+    " settle_status) VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, {p},"
+    " {p}, {p}, 'pending')"
 )
 _TOKENS = (
     'UPDATE gateway_rate_windows SET tokens = tokens + {p} WHERE key_id = {p} AND "window" = {p}'

@@ -10,12 +10,19 @@ from typing import Any
 import orjson
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.routing import Route
 
+from ops_tools.services.gateway.asgi_stream import PassThrough
 from ops_tools.services.worker.engines import HttpEngine, TestEngine
 
 JSON = "application/json"
+SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"),
+               (b"cache-control", b"no-cache")]
+
+
+def _nothing() -> None:
+    return None
 
 
 def _error(status: int, message: str, code: str) -> Response:
@@ -50,15 +57,10 @@ def build_app(
         if answer.stream is None:
             return Response(answer.body, answer.status, media_type=JSON)
 
-        async def relay() -> AsyncIterator[bytes]:
-            try:
-                async for chunk in answer.stream:
-                    yield chunk
-            finally:
-                if answer.close is not None:
-                    await answer.close()
-
-        return StreamingResponse(relay(), answer.status, media_type="text/event-stream")
+        # Chunk by chunk as the engine sends them; a gateway that hangs up closes the engine's
+        # request (PassThrough), so the engine stops generating.
+        return PassThrough(answer.stream, answer.status, SSE_HEADERS,  # type: ignore[return-value]
+                           answer.close or _nothing)
 
     async def models(request: Request) -> Response:
         names = await engine.models()
