@@ -40,6 +40,7 @@ JSON = "application/json"
 SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"),
                (b"cache-control", b"no-cache")]
 UPSTREAM_ERRORS = (aiohttp.ClientError, TimeoutError)
+CLIENT_CLOSED = 499  # nginx's status for a client that went away: only logs and metrics see it
 
 
 def error_response(exc: oe.OpenAIError) -> Response:
@@ -99,22 +100,33 @@ class GatewayApi:
             "status": "failed", "error": None, "genesis_hash": state.genesis_hash,
             "created_at": time.time(),
         }
+        # From here the request holds a reservation: a client that goes away cancels the rest
+        # (not before: a reservation committed by a cancelled thread hop would never be released).
+        watch = DisconnectWatch(request.receive)
         handed_off = False
         try:
-            response = await self._dispatch(parsed, reservation, receipt, request_id)
+            response = await self._dispatch(parsed, reservation, receipt, request_id, watch)
             handed_off = isinstance(response, Relay)
             return response
         except oe.OpenAIError as exc:
             receipt["error"] = exc.message
             raise
+        except asyncio.CancelledError:
+            if not watch.absorb():
+                raise
+            # Before the worker answered: its request is closed, nothing is billed.
+            receipt["error"] = "client disconnected before the answer"
+            receipt["cost"], receipt["status"] = 0, "failed"
+            return Response(b"", CLIENT_CLOSED)
         finally:
-            if not handed_off:  # the streaming body writes its own receipt when it ends
+            if not handed_off:  # a streamed answer writes its own receipt when it ends
+                watch.close()
                 state.spawn(state.write(store.settle_request, state.engine, reservation,
-                                              receipt))
+                                        receipt))
 
     async def _dispatch(
         self, parsed: wire.ParsedRequest, reservation: store.Reservation,
-        receipt: dict[str, Any], request_id: str,
+        receipt: dict[str, Any], request_id: str, watch: DisconnectWatch,
     ) -> Response:
         state = self.state
         router = state.router
@@ -157,7 +169,7 @@ class GatewayApi:
                 receipt["error"] = f"engine answered {upstream.status}"
                 return Response(body, upstream.status, headers=headers, media_type=JSON)
             if parsed.stream:
-                return Relay(self, upstream, worker, parsed, reservation, receipt)
+                return Relay(self, upstream, worker, parsed, reservation, receipt, watch)
             try:
                 body = await upstream.read()
             except UPSTREAM_ERRORS as exc:
@@ -324,8 +336,8 @@ class Relay:
 
     def __init__(self, api: GatewayApi, upstream: aiohttp.ClientResponse, worker: Worker,
                  parsed: wire.ParsedRequest, reservation: store.Reservation,
-                 receipt: dict[str, Any]) -> None:
-        self.api, self.upstream, self.worker = api, upstream, worker
+                 receipt: dict[str, Any], watch: DisconnectWatch) -> None:
+        self.api, self.upstream, self.worker, self.watch = api, upstream, worker, watch
         self.parsed, self.reservation, self.receipt = parsed, reservation, receipt
         self.headers = [*SSE_HEADERS, (b"x-net-operator", worker.operator.encode())]
 
@@ -335,7 +347,8 @@ class Relay:
         splitter = EventSplitter()
         skip_usage = not self.parsed.client_wants_usage
         clean = False
-        watch = DisconnectWatch(receive)
+        watch = self.watch
+        watch.follow()  # the task that runs the response (the handler's, under uvicorn)
         try:
             await send(start_message(200, self.headers))
             async for chunk in self.upstream.content.iter_any():

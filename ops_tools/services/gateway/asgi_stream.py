@@ -42,6 +42,11 @@ class DisconnectWatch:
             self.disconnected = True
             self._task.cancel()
 
+    def follow(self) -> None:
+        """Cancel the current task from now on (the response may run in another task than the
+        handler that made the watch)."""
+        self._task = asyncio.current_task()
+
     def absorb(self) -> bool:
         """In an ``except CancelledError``: True (and the cancellation undone) when it was this
         watch's, i.e. the client went away; False when the task is really being cancelled."""
@@ -68,11 +73,14 @@ class PassThrough:
     runs exactly once, however the response ends (the worker's hop)."""
 
     def __init__(self, chunks: AsyncIterator[bytes], status: int,
-                 headers: list[tuple[bytes, bytes]], close: Callable[[], Any]) -> None:
+                 headers: list[tuple[bytes, bytes]], close: Callable[[], Any],
+                 watch: DisconnectWatch | None = None) -> None:
         self.chunks, self.status, self.headers, self.close = chunks, status, headers, close
+        self.watch = watch
 
     async def __call__(self, scope: Any, receive: Receive, send: Send) -> None:
-        watch = DisconnectWatch(receive)
+        watch = self.watch or DisconnectWatch(receive)
+        watch.follow()
         try:
             await send(start_message(self.status, self.headers))
             async for chunk in self.chunks:
