@@ -88,9 +88,7 @@ class GatewayApi:
         price = state.price(parsed.model)
         max_cost = price.cost(parsed.max_input_tokens, parsed.max_output_tokens)
         try:
-            reservation = await state.write(
-                store.reserve, state.engine, key, max_cost, time.time()
-            )
+            reservation = await state.account(store.reserve, key, max_cost, time.time())
         except store.KeyRejected as rejected:
             raise _rejection(rejected) from None
         receipt = {
@@ -121,8 +119,7 @@ class GatewayApi:
         finally:
             if not handed_off:  # a streamed answer writes its own receipt when it ends
                 watch.close()
-                state.spawn(state.write(store.settle_request, state.engine, reservation,
-                                        receipt))
+                state.spawn(state.account(store.settle_request, reservation, receipt))
 
     async def _dispatch(
         self, parsed: wire.ParsedRequest, reservation: store.Reservation,
@@ -388,8 +385,7 @@ class Relay:
                 self.upstream.release()  # read to the end: the connection goes back to the pool
             else:
                 self.upstream.close()  # tells the worker (and its engine) to stop
-            state.spawn(state.write(store.settle_request, state.engine, self.reservation,
-                                    receipt))
+            state.spawn(state.account(store.settle_request, self.reservation, receipt))
 
 
 def _rejection(rejected: store.KeyRejected) -> oe.OpenAIError:

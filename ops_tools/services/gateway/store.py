@@ -173,7 +173,12 @@ class _Tx:
         self.conn = self.engine.raw_connection()
         self.cursor = self.conn.cursor()
         if self.engine.dialect.name == "sqlite":
-            self.cursor.execute("BEGIN IMMEDIATE")
+            try:
+                self.cursor.execute("BEGIN IMMEDIATE")
+            except BaseException:  # (busy): the connection goes back to the pool all the same
+                self.cursor.close()
+                self.conn.close()
+                raise
         return self.cursor
 
     def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:

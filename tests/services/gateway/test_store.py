@@ -123,3 +123,37 @@ def test_reservation_limits_and_settlement_are_exact(database_url):
         store.reserve(engine, metered, 5, now + 60)  # a new minute has no tokens yet
     finally:
         db.dispose()
+
+
+def test_a_busy_database_refuses_at_once_and_leaks_no_connection(tmp_path):
+    """The gateway's inline SQLite connection does not wait for the write lock: while another
+    connection holds it, the transaction fails at BEGIN (and is then sent to the writer thread)
+    with nothing applied, and its pooled connection is back for the next one."""
+    import sqlite3
+
+    from sqlalchemy import event
+
+    url = f"sqlite:///{tmp_path / 'gw.db'}"
+    db = open_database(url, pool_size=1)
+    inline = open_database(url, pool_size=1).engine
+    inline.pool._max_overflow = 0  # one connection: a leaked one would block the next checkout
+
+    @event.listens_for(inline, "connect")
+    def _no_wait(dbapi_conn, _record):
+        dbapi_conn.execute("PRAGMA busy_timeout=0")
+
+    try:
+        key, key_id = store.create_key(db.engine, ALICE, budget=None, rpm=None, tpm=None)
+        holder = sqlite3.connect(tmp_path / "gw.db", isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        for _ in range(3):
+            with pytest.raises(sqlite3.OperationalError) as busy:
+                store.reserve(inline, key, 5, time.time())
+            assert busy.value.sqlite_errorcode == sqlite3.SQLITE_BUSY
+        holder.execute("ROLLBACK")
+        holder.close()
+        assert store.reserve(inline, key, 5, time.time()).amount == 5
+        assert next(k for k in store.list_keys(db.engine) if k["id"] == key_id)["reserved"] == 5
+    finally:
+        inline.dispose()
+        db.dispose()
