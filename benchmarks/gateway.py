@@ -61,6 +61,9 @@ MODEL = "net-test-chat"
 SECRET = secrets.token_urlsafe(24)
 OPERATOR = "//BenchOperator"
 TOKEN = 10**12
+# The testnet's epoch (600 blocks): the worker's on-chain heartbeat, a second or two of CPU in
+# substrate-interface, comes once an hour there, not every few seconds of the run.
+EPOCH_BLOCKS = 600
 BODY: dict[str, Any] = {"model": MODEL, "max_tokens": 16,
                         "messages": [{"role": "user", "content": "benchmark the hot path"}]}
 
@@ -152,7 +155,7 @@ def stack(root: Path, with_litellm: bool) -> Iterator[dict[str, Any]]:
     procs = Procs(root)
     node = DevNode(root / "node", str(raw_spec(plain_spec(root / "plain.json",
                                                           chain_id="bench_net", slot_ms=1000,
-                                                          epoch_length=20))),
+                                                          epoch_length=EPOCH_BLOCKS))),
                    name="bench").start()
     try:
         urls: dict[str, Any] = {}
