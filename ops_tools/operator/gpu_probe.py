@@ -52,7 +52,8 @@ def detect(no_gpu: bool) -> Detection:
                        " network for a worker without a GPU")
     smi = _run(["nvidia-smi", f"--query-gpu={','.join(gpu.QUERY_FIELDS)}", "--format=csv"])
     if smi is None or smi.returncode != 0:
-        reason = "not found" if smi is None else smi.stderr.strip()[:200] or smi.stdout[:200]
+        reason = "is not installed" if smi is None else "failed: " + " ".join(
+            (smi.stderr or smi.stdout).split())[:200]
         raise OpsError(f"gpu: lspci lists {len(pci)} NVIDIA GPU(s) but nvidia-smi {reason};"
                        " install the NVIDIA driver (with nvidia-smi) and check it loads")
     try:
