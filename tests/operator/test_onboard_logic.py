@@ -113,7 +113,7 @@ def test_nvidia_smi_csv_several_gpus_and_units():
     gpus = gpu.parse_nvidia_smi_csv(text)
     assert [(g.index, g.pci_bus_id, g.memory_mib) for g in gpus] == [
         (0, "00000000:17:00.0", 81559), (1, "00000000:2A:00.0", 81559)]
-    with pytest.raises(ValueError, match="driver_version"):
+    with pytest.raises(ValueError, match="no column .pci.bus_id."):
         gpu.parse_nvidia_smi_csv("index, name\n0, x\n")
 
 
