@@ -126,6 +126,9 @@ def onboard(
         service_manager = "supervisor" if local_supervisor or supervisor_conf else "systemd"
     if service_manager not in ("systemd", "supervisor"):
         raise InputError(f"--service-manager: {service_manager!r}: use systemd or supervisor")
+    if worker_public_url is None and worker_host in ("0.0.0.0", "::"):  # noqa: S104
+        raise InputError(f"--worker-public-url: none given while the worker listens on"
+                         f" {worker_host}; give the URL the gateway reaches it at")
     if stake is not None and stake < 0:
         raise InputError(f"--stake: {stake}: a number of plancks, 0 or more")
     opts = Options(

@@ -76,7 +76,7 @@ def test_gpu_without_driver_names_the_driver(tmp_path, monkeypatch):
     (mixed / "lspci").symlink_to(FAKES / "h100" / "lspci")
     (mixed / "nvidia-smi").symlink_to(FAKES / "none" / "nvidia-smi")
     monkeypatch.setenv("PATH", f"{mixed}{os.pathsep}{os.environ['PATH']}")
-    with pytest.raises(OpsError, match="lists 1 NVIDIA GPU.*install the NVIDIA driver"):
+    with pytest.raises(OpsError, match=r"lists 1 NVIDIA GPU.*install the NVIDIA driver"):
         gpu_probe.detect(no_gpu=False)
 
 
@@ -113,7 +113,7 @@ def test_nvidia_smi_csv_several_gpus_and_units():
     gpus = gpu.parse_nvidia_smi_csv(text)
     assert [(g.index, g.pci_bus_id, g.memory_mib) for g in gpus] == [
         (0, "00000000:17:00.0", 81559), (1, "00000000:2A:00.0", 81559)]
-    with pytest.raises(ValueError, match="no column .pci.bus_id."):
+    with pytest.raises(ValueError, match=r"no column .pci\.bus_id."):
         gpu.parse_nvidia_smi_csv("index, name\n0, x\n")
 
 

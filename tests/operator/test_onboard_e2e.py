@@ -1,0 +1,262 @@
+"""Operator onboarding end to end on the local network (inventories/local), from nothing.
+
+Real processes only: ``ops-tools localnet up`` (nodes, faucet, attestation service, gateway,
+indexer and //Operator1's worker under the network's supervisord), then ``ops-tools operator
+onboard`` as an operator runs it: killed once right after its attestation step and run again,
+its worker added to the same supervisord. Fixed ports: the module holds
+/tmp/net-localnet.lock (tests/localnet_lock.py) from ``up`` to ``down``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from substrateinterface import SubstrateInterface
+
+from ops_tools.operator import gateway_client
+from tests.conftest import ROOT, free_port
+from tests.localnet_lock import localnet_lock
+
+pytestmark = pytest.mark.slow
+BIN = Path(sys.executable).parent
+RPC_HTTP = "http://127.0.0.1:9944"
+GATEWAY = "http://127.0.0.1:8005"
+PASSPHRASE = "onboarding test passphrase 7f3a"
+NAME = "op1"
+
+
+def run(args: list[str], env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(args, capture_output=True, text=True, env=env, cwd=ROOT,
+                          timeout=timeout, check=False)
+
+
+def onboard_args(net: dict, name: str, *extra: str) -> list[str]:
+    return [str(BIN / "ops-tools"), "operator", "onboard", "--name", name,
+            "--passphrase-file", str(net["pass"]), "--no-gpu", "--test-engine", "--yes", "--json",
+            "--state-dir", str(net["tmp"] / f"state-{name}"), *extra]
+
+
+def chain() -> SubstrateInterface:
+    return SubstrateInterface(url=RPC_HTTP, ss58_format=42)
+
+
+def record(address: str) -> dict | None:
+    substrate = chain()
+    try:
+        result = substrate.query("OperatorStake", "Operators", [address])
+        return result.value if result is not None else None
+    finally:
+        substrate.close()
+
+
+def account_state(address: str) -> tuple[int, int]:
+    """(free + reserved, next nonce) of ``address``."""
+    substrate = chain()
+    try:
+        data = substrate.query("System", "Account", [address]).value
+        nonce = substrate.rpc_request("system_accountNextIndex", [address])["result"]
+        return int(data["data"]["free"]) + int(data["data"]["reserved"]), int(nonce)
+    finally:
+        substrate.close()
+
+
+def register_calls(address: str, first_block: int) -> int:
+    substrate = chain()
+    try:
+        head = substrate.get_block_number(substrate.get_chain_head())
+        count = 0
+        for number in range(first_block, head + 1):
+            for xt in substrate.get_block(block_number=number)["extrinsics"]:
+                value = xt.value
+                call = value.get("call", {})
+                if value.get("address") == address and call.get("call_module") == \
+                        "OperatorStake" and call.get("call_function") == "register":
+                    count += 1
+        return count
+    finally:
+        substrate.close()
+
+
+@pytest.fixture(scope="module")
+def net(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("onboard")
+    env = {**os.environ, "NET_LOCALNET_DIR": str(tmp / "localnet"),
+           "NET_KEYSTORE": str(tmp / "keystore")}
+    env.pop("NET_WALLET_PASSPHRASE", None)
+    passfile = tmp / "passphrase"
+    passfile.write_text(PASSPHRASE + "\n")
+    passfile.chmod(0o600)
+    with localnet_lock():
+        started = time.monotonic()
+        up = run([str(BIN / "ops-tools"), "localnet", "up", "--json"], env, timeout=900)
+        try:
+            assert up.returncode == 0, up.stderr[-3000:]
+            print(f"\nlocalnet up: {time.monotonic() - started:.1f} s")
+            yield {"env": env, "tmp": tmp, "pass": passfile, "up": json.loads(up.stdout)}
+        finally:
+            down = run([str(BIN / "ops-tools"), "localnet", "down", "--purge", "--yes"], env)
+            assert down.returncode == 0, down.stderr
+
+
+@pytest.fixture(scope="module")
+def onboarded(net):
+    """op1 onboarded: the first run killed (SIGKILL) once its journal records the attestation
+    step done, the second run to the end."""
+    env = net["env"]
+    journal_path = net["tmp"] / f"state-{NAME}" / "journal.json"
+    substrate = chain()
+    first_block = substrate.get_block_number(substrate.get_chain_head())
+    substrate.close()
+    started = time.monotonic()
+    first = subprocess.Popen(onboard_args(net, NAME), cwd=ROOT, env=env, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             start_new_session=True)
+    killed_at: dict | None = None
+    try:
+        while first.poll() is None and time.monotonic() - started < 300:
+            try:
+                journal = json.loads(journal_path.read_text())
+            except (OSError, ValueError):
+                journal = {}
+            if any(s["name"] == "attestation" and s["status"] == "done"
+                   for s in journal.get("steps", [])):
+                os.killpg(first.pid, signal.SIGKILL)
+                killed_at = journal
+                break
+            time.sleep(0.02)
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+        out, err = first.communicate(timeout=30)
+    assert killed_at is not None, f"the first run ended before its attestation step: {err}"
+    first_s = time.monotonic() - started
+    second_started = time.monotonic()
+    second = run(onboard_args(net, NAME), env)
+    assert second.returncode == 0, second.stderr[-3000:]
+    print(f"\nonboarding: first run {first_s:.1f} s to the kill, second run"
+          f" {time.monotonic() - second_started:.1f} s")
+    return {"killed_at": killed_at, "report": json.loads(second.stdout),
+            "stderr": err + second.stderr, "stdout": out + second.stdout,
+            "first_block": first_block, "journal_path": journal_path}
+
+
+def test_killed_after_attestation_resumes_and_registers_once(onboarded):
+    killed = [s["name"] for s in onboarded["killed_at"]["steps"] if s["status"] == "done"]
+    assert killed[:4] == ["gpu", "wallet", "funding", "attestation"]
+    report = onboarded["report"]
+    assert report["skipped"] == killed  # what was done before the kill is not repeated
+    assert report["ran"] + report["skipped"] == [
+        "gpu", "wallet", "funding", "attestation", "stake", "daemon", "heartbeat"]
+    journal = json.loads(onboarded["journal_path"].read_text())
+    names = [s["name"] for s in journal["steps"]]
+    assert names == ["gpu", "wallet", "funding", "attestation", "stake", "daemon", "heartbeat"]
+    assert all(s["status"] == "done" for s in journal["steps"])
+    assert all(s["attempts"] == 1 for s in journal["steps"][:4])
+    assert register_calls(report["account"], onboarded["first_block"]) == 1
+    on_chain = record(report["account"])
+    assert on_chain["attestation_hash"] == report["attestation_hash"]
+    assert int(on_chain["stake"]) == int(report["stake"]) == int(report["min_stake"])
+
+
+def test_report_and_secrets(onboarded, net):
+    report = onboarded["report"]
+    assert report["account"].startswith("5") and len(report["account"]) == 48
+    assert len(report["attestation_hash"]) == 66 and report["attestation_mock_root"]
+    assert report["worker_url"] == "http://127.0.0.1:8111"
+    assert "net-test-chat" in report["models"]
+    assert report["gateway_view"]["live"] is True
+    assert report["gpu"]["no_gpu"] is True
+    state = net["tmp"] / f"state-{NAME}"
+    for secret in (state / "secrets" / "passphrase", state / "secrets" / "gateway_secret",
+                   state / "worker.yml", onboarded["journal_path"]):
+        assert stat.S_IMODE(secret.stat().st_mode) == 0o600, secret
+    keystore = Path(net["env"]["NET_KEYSTORE"])
+    assert {stat.S_IMODE(p.stat().st_mode) for p in keystore.iterdir()} == {0o600}
+    mnemonic = (state / "secrets" / f"{NAME}.mnemonic").read_text().strip()
+    texts = [onboarded["journal_path"].read_text(), onboarded["stderr"], onboarded["stdout"],
+             (state / "worker.log").read_text()]
+    for text in texts:
+        assert PASSPHRASE not in text and mnemonic not in text
+
+
+def test_gateway_routes_to_the_worker_and_settlement_pays(onboarded, net):
+    account = onboarded["report"]["account"]
+    before, _ = account_state(account)
+    answer = gateway_client.request_served_by(GATEWAY, net["up"]["gateway_api_key"],
+                                              "net-test-chat", account)
+    assert answer.status == 200 and answer.operator == account and answer.text
+    deadline = time.monotonic() + 90  # the local gateway settles every 10 s
+    while account_state(account)[0] <= before:
+        assert time.monotonic() < deadline, "the operator's balance did not rise"
+        time.sleep(1)
+    status = run([str(BIN / "ops-tools"), "operator", "status", "--name", NAME, "--json"],
+                 net["env"])
+    assert status.returncode == 0, status.stderr
+    out = json.loads(status.stdout)
+    assert out["registered"] and out["worker_live"]
+    assert out["last_heartbeat_epoch"] >= out["current_epoch"] - 1
+    assert int(out["earnings_settled"]["plancks"]) > 0
+
+
+def test_a_third_run_repeats_nothing(onboarded, net):
+    again = run(onboard_args(net, NAME), net["env"])
+    assert again.returncode == 0, again.stderr
+    report = json.loads(again.stdout)
+    assert report["ran"] == [] and len(report["skipped"]) == 7
+    assert all(s["attempts"] == 1 for s in report["steps"] if s["step"] != "stake")
+
+
+def _refused(result: subprocess.CompletedProcess) -> str:
+    lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+def test_refusals_change_nothing_on_chain(onboarded, net, tmp_path):
+    env = net["env"]
+    wallet = str(BIN / "wallet-cli")
+
+    def address(name: str) -> str:
+        out = run([wallet, "address", name, "--json"], env)
+        return json.loads(out.stdout)["ss58_address"]
+
+    # Stake below MinStake: refused before anything, not even an account.
+    low = run(onboard_args(net, "op-low", "--stake", "1"), env)
+    assert low.returncode == 2
+    assert "--stake: 1 plancks is below MinStake" in _refused(low)
+    assert not (Path(env["NET_KEYSTORE"]) / "op-low.sr25519.json").exists()
+
+    # Wrong passphrase for an existing account: the wallet step stops; no drip, no extrinsic.
+    other = tmp_path / "other-pass"
+    other.write_text("another passphrase\n")
+    other.chmod(0o600)
+    made = run([wallet, "new", "op-wp", "--passphrase-file", str(other), "--json"], env)
+    assert made.returncode == 0, made.stderr
+    wrong = run(onboard_args(net, "op-wp"), env)
+    assert wrong.returncode == 2 and "wrong passphrase" in _refused(wrong)
+    assert account_state(address("op-wp")) == (0, 0)
+
+    # The faucet's limit: funded once already, a larger stake needs a second drip.
+    made = run([wallet, "new", "op-fl", "--passphrase-file", str(net["pass"]), "--json"], env)
+    assert made.returncode == 0, made.stderr
+    assert run([wallet, "fund", "op-fl"], env).returncode == 0
+    funded = account_state(address("op-fl"))
+    limited = run(onboard_args(net, "op-fl", "--stake", str(50 * 10**12)), env)
+    assert limited.returncode == 1
+    line = _refused(limited)
+    assert "faucet refused" in line and "missing" in line
+    assert account_state(address("op-fl")) == funded and record(address("op-fl")) is None
+
+    # The attestation service is down: stops at attestation, nothing registered.
+    down = run(onboard_args(net, "op-ad", "--attestation-url",
+                            f"http://127.0.0.1:{free_port()}"), env)
+    assert down.returncode == 1 and "cannot reach" in _refused(down)
+    assert record(address("op-ad")) is None
