@@ -2,9 +2,11 @@
 
 Real processes only: ``ops-tools localnet up`` (nodes, faucet, attestation service, gateway,
 indexer and //Operator1's worker under the network's supervisord), then ``ops-tools operator
-onboard`` as an operator runs it: killed once right after its attestation step and run again,
-its worker added to the same supervisord. Fixed ports: the module holds
-/tmp/net-localnet.lock (tests/localnet_lock.py) from ``up`` to ``down``.
+onboard`` as an operator runs it: killed once right after its attestation step, then resumed by
+``playbooks/operator_worker.yml`` over SSH (this machine as the "remote" GPU server, through the
+suite's throwaway sshd), which runs the same command on the host; the worker joins the local
+network's supervisord. Fixed ports: the module holds /tmp/net-localnet.lock
+(tests/localnet_lock.py) from ``up`` to ``down``.
 """
 
 from __future__ import annotations
@@ -19,11 +21,13 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from substrateinterface import SubstrateInterface
 
 from ops_tools.operator import gateway_client
 from tests.conftest import ROOT, free_port
 from tests.localnet_lock import localnet_lock
+from tests.operator.conftest import PYTHON, VENV_BIN, Sshd
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
@@ -106,10 +110,54 @@ def net(tmp_path_factory):
             assert down.returncode == 0, down.stderr
 
 
+def play(net: dict, sshd: Sshd) -> tuple[subprocess.CompletedProcess, dict]:
+    """playbooks/operator_worker.yml for op1 on this machine over SSH; (result, the JSON
+    callback's document)."""
+    local = Path(net["env"]["NET_LOCALNET_DIR"])
+    host = {
+        "ansible_host": sshd.host, "ansible_port": sshd.port, "ansible_user": "root",
+        "ansible_connection": "paramiko", "ansible_become": False,
+        "ansible_ssh_private_key_file": str(sshd.client_key),
+        "ansible_python_interpreter": str(PYTHON),
+        "ansible_remote_tmp": str(net["tmp"] / "remote-tmp"),
+        "operator_name": NAME, "operator_passphrase": PASSPHRASE,
+        "operator_gateway_secret": (local / "worker-0" / "secrets" / "gateway_secret").read_text(),
+        "operator_gateway_api_key": net["up"]["gateway_api_key"],
+        "operator_test_engine": True, "operator_no_gpu": True,
+        "operator_rpc_url": "ws://127.0.0.1:9944", "operator_faucet_url": "http://127.0.0.1:8001",
+        "operator_attestation_url": "http://127.0.0.1:8002", "operator_gateway_url": GATEWAY,
+        "operator_venv": str(VENV_BIN.parent),
+        "operator_state_dir": str(net["tmp"] / f"state-{NAME}"),
+        "operator_keystore_dir": net["env"]["NET_KEYSTORE"],
+        "operator_service_manager": "supervisor",
+        "operator_supervisor_conf": str(local / "supervisor" / "supervisord.conf"),
+        "operator_worker_host": "127.0.0.1", "operator_worker_port": 8111,
+    }
+    inventory = net["tmp"] / "gpu-hosts.yml"
+    inventory.write_text(yaml.safe_dump(
+        {"all": {"children": {"operator_workers": {"hosts": {"gpu-0": host}}}}}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "NET_"))}
+    env.update(HOME=str(sshd.home), ANSIBLE_NOCOLOR="1", ANSIBLE_STDOUT_CALLBACK="json")
+    result = run([str(VENV_BIN / "ansible-playbook"), "-i", "inventories/operator", "-i",
+                  str(inventory), "--limit", "gpu-0", "playbooks/operator_worker.yml"], env)
+    try:
+        document = json.loads(result.stdout)
+    except ValueError:
+        document = {}
+    return result, document
+
+
+def task_result(document: dict, name: str) -> dict:
+    for task in document["plays"][0]["tasks"]:
+        if task["task"]["name"].startswith(name):
+            return task["hosts"]["gpu-0"]
+    raise AssertionError(f"no task {name!r} in the play")
+
+
 @pytest.fixture(scope="module")
-def onboarded(net):
-    """op1 onboarded: the first run killed (SIGKILL) once its journal records the attestation
-    step done, the second run to the end."""
+def onboarded(net, sshd):
+    """op1 onboarded: the first run (the CLI) killed (SIGKILL) once its journal records the
+    attestation step done, the second run by the playbook over SSH, to the end."""
     env = net["env"]
     journal_path = net["tmp"] / f"state-{NAME}" / "journal.json"
     substrate = chain()
@@ -139,13 +187,16 @@ def onboarded(net):
     assert killed_at is not None, f"the first run ended before its attestation step: {err}"
     first_s = time.monotonic() - started
     second_started = time.monotonic()
-    second = run(onboard_args(net, NAME), env)
-    assert second.returncode == 0, second.stderr[-3000:]
-    print(f"\nonboarding: first run {first_s:.1f} s to the kill, second run"
+    second, document = play(net, sshd)
+    assert second.returncode == 0, (second.stdout + second.stderr)[-4000:]
+    onboard = task_result(document, "Onboard")
+    assert onboard["changed"] is True
+    print(f"\nonboarding: first run {first_s:.1f} s to the kill, second run (playbook)"
           f" {time.monotonic() - second_started:.1f} s")
-    return {"killed_at": killed_at, "report": json.loads(second.stdout),
-            "stderr": err + second.stderr, "stdout": out + second.stdout,
-            "first_block": first_block, "journal_path": journal_path}
+    return {"killed_at": killed_at, "report": json.loads(onboard["stdout"]),
+            "stderr": err + onboard["stderr"] + second.stderr,
+            "stdout": out + second.stdout, "first_block": first_block,
+            "journal_path": journal_path}
 
 
 def test_killed_after_attestation_resumes_and_registers_once(onboarded):
@@ -206,7 +257,11 @@ def test_gateway_routes_to_the_worker_and_settlement_pays(onboarded, net):
     assert int(out["earnings_settled"]["plancks"]) > 0
 
 
-def test_a_third_run_repeats_nothing(onboarded, net):
+def test_runs_again_repeat_nothing(onboarded, net, sshd):
+    replay, document = play(net, sshd)
+    assert replay.returncode == 0, replay.stdout[-3000:]
+    assert document["stats"]["gpu-0"]["changed"] == 0
+    assert json.loads(task_result(document, "Onboard")["stdout"])["ran"] == []
     again = run(onboard_args(net, NAME), net["env"])
     assert again.returncode == 0, again.stderr
     report = json.loads(again.stdout)
