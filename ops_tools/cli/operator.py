@@ -162,6 +162,7 @@ def onboard(
                       f" {service_manager} service)?", abort=True)
     result = runner.onboard(opts, RichDisplay())
     out = report.onboarding_report(result.journal, result.ran, result.skipped)
+    report.save(opts.state_dir / "report.json", out)
     if json_out:
         print_json(out)
         return

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
+from ops_tools import atomic
 from ops_tools.operator.journal import Journal
 
 
@@ -43,3 +46,8 @@ def heartbeat_state(last: int | None, current: int, max_advance: int = 1) -> str
     if current - last <= max_advance:
         return f"behind by {current - last} (one heartbeat catches up)"
     return f"behind by {current - last} epochs (the worker steps up one epoch per heartbeat)"
+
+
+def save(path: Path, report: dict[str, Any]) -> None:
+    """The last run's report beside the journal (what the playbook shows and tests read)."""
+    atomic.write_text(path, json.dumps(report, indent=2, sort_keys=True) + "\n", mode=0o600)
