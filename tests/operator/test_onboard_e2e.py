@@ -25,7 +25,7 @@ import yaml
 from substrateinterface import SubstrateInterface
 
 from ops_tools.operator import gateway_client
-from tests.conftest import ROOT, free_port
+from tests.conftest import ROOT
 from tests.localnet_lock import localnet_lock
 from tests.operator.conftest import PYTHON, RECAP, VENV_BIN, Sshd
 
@@ -310,51 +310,3 @@ def test_runs_again_repeat_nothing(onboarded, net, sshd):
     report = json.loads(again.stdout)
     assert report["ran"] == [] and len(report["skipped"]) == 7
     assert all(s["attempts"] == 1 for s in report["steps"] if s["step"] != "stake")
-
-
-def _refused(result: subprocess.CompletedProcess) -> str:
-    lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-    assert len(lines) == 1, result.stderr
-    return lines[0]
-
-
-def test_refusals_change_nothing_on_chain(onboarded, net, tmp_path):
-    env = net["env"]
-    wallet = str(BIN / "wallet-cli")
-
-    def address(name: str) -> str:
-        out = run([wallet, "address", name, "--json"], env)
-        return json.loads(out.stdout)["ss58_address"]
-
-    # Stake below MinStake: refused before anything, not even an account.
-    low = run(onboard_args(net, "op-low", "--stake", "1"), env)
-    assert low.returncode == 2
-    assert "--stake: 1 plancks is below MinStake" in _refused(low)
-    assert not (Path(env["NET_KEYSTORE"]) / "op-low.sr25519.json").exists()
-
-    # Wrong passphrase for an existing account: the wallet step stops; no drip, no extrinsic.
-    other = tmp_path / "other-pass"
-    other.write_text("another passphrase\n")
-    other.chmod(0o600)
-    made = run([wallet, "new", "op-wp", "--passphrase-file", str(other), "--json"], env)
-    assert made.returncode == 0, made.stderr
-    wrong = run(onboard_args(net, "op-wp"), env)
-    assert wrong.returncode == 2 and "wrong passphrase" in _refused(wrong)
-    assert account_state(address("op-wp")) == (0, 0)
-
-    # The faucet's limit: funded once already, a larger stake needs a second drip.
-    made = run([wallet, "new", "op-fl", "--passphrase-file", str(net["pass"]), "--json"], env)
-    assert made.returncode == 0, made.stderr
-    assert run([wallet, "fund", "op-fl"], env).returncode == 0
-    funded = account_state(address("op-fl"))
-    limited = run(onboard_args(net, "op-fl", "--stake", str(50 * 10**12)), env)
-    assert limited.returncode == 1
-    line = _refused(limited)
-    assert "faucet refused" in line and "missing" in line
-    assert account_state(address("op-fl")) == funded and record(address("op-fl")) is None
-
-    # The attestation service is down: stops at attestation, nothing registered.
-    down = run(onboard_args(net, "op-ad", "--attestation-url",
-                            f"http://127.0.0.1:{free_port()}"), env)
-    assert down.returncode == 1 and "cannot reach" in _refused(down)
-    assert record(address("op-ad")) is None

@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
+from substrateinterface import SubstrateInterface
 
 from tests.conftest import ROOT, free_port
 from tests.services.gateway.harness import (
@@ -121,23 +122,61 @@ def stack(tmp_path_factory):
         chain.stop()
 
 
+ENV = {k: v for k, v in os.environ.items() if not k.startswith("NET_")}
+
+
+def onboard(stack: dict, name: str, passfile: Path, *extra: str,
+            port: int | None = None) -> subprocess.CompletedProcess:
+    root = stack["root"]
+    args = {"--rpc-url": stack["chain"].ws, "--faucet-url": stack["faucet"],
+            "--attestation-url": stack["attestation"], "--gateway-url": stack["gateway"].url,
+            "--gateway-secret-file": str(stack["worker_secret"]),
+            "--gateway-key-file": str(stack["key"]), "--service-manager": "supervisor",
+            "--supervisor-conf": str(stack["supervisor"]),
+            "--worker-port": str(port or free_port()), "--keystore": str(root / "keystore"),
+            "--state-dir": str(root / f"state-{name}"), "--timeout": "60"}
+    for i in range(0, len(extra), 2):
+        args[extra[i]] = extra[i + 1]
+    argv = [str(BIN / "ops-tools"), "operator", "onboard", "--name", name, "--passphrase-file",
+            str(passfile), "--no-gpu", "--test-engine", "--yes", "--json"]
+    for key, value in args.items():
+        argv += [key, value]
+    return subprocess.run(argv, capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=600,
+                          check=False)
+
+
+def wallet(stack: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN / "wallet-cli"), *args],
+                          env={**ENV, "NET_KEYSTORE": str(stack["root"] / "keystore")},
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def on_chain(stack: dict, name: str) -> tuple[int, int, bool]:
+    """(free + reserved, next nonce, registered) of the account ``name``."""
+    address = json.loads(wallet(stack, "address", name, "--json").stdout)["ss58_address"]
+    substrate = SubstrateInterface(url=stack["chain"].http, ss58_format=42)
+    try:
+        data = substrate.query("System", "Account", [address]).value["data"]
+        nonce = substrate.rpc_request("system_accountNextIndex", [address])["result"]
+        registered = substrate.query("OperatorStake", "Operators", [address]).value
+        return int(data["free"]) + int(data["reserved"]), int(nonce), bool(registered)
+    finally:
+        substrate.close()
+
+
+def refused(result: subprocess.CompletedProcess) -> str:
+    lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
 def test_onboarding_runs_every_step_and_the_gateway_routes_to_the_worker(stack):
     root = stack["root"]
     passfile = secret_file(root / "pass", "ports test passphrase")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NET_")}
+    env = ENV
     port = free_port()
     started = time.monotonic()
-    result = subprocess.run(
-        [str(BIN / "ops-tools"), "operator", "onboard", "--name", "opp",
-         "--passphrase-file", str(passfile), "--no-gpu", "--test-engine", "--yes", "--json",
-         "--rpc-url", stack["chain"].ws, "--faucet-url", stack["faucet"],
-         "--attestation-url", stack["attestation"], "--gateway-url", stack["gateway"].url,
-         "--gateway-secret-file", str(stack["worker_secret"]),
-         "--gateway-key-file", str(stack["key"]),
-         "--service-manager", "supervisor", "--supervisor-conf", str(stack["supervisor"]),
-         "--worker-port", str(port), "--keystore", str(root / "keystore"),
-         "--state-dir", str(root / "state"), "--timeout", "60"],
-        capture_output=True, text=True, env=env, cwd=ROOT, timeout=600, check=False)
+    result = onboard(stack, "opp", passfile, port=port)
     print(f"\nonboarding on free ports: {time.monotonic() - started:.1f} s")
     assert result.returncode == 0, result.stderr[-4000:]
     report = json.loads(result.stdout)
@@ -156,3 +195,38 @@ def test_onboarding_runs_every_step_and_the_gateway_routes_to_the_worker(stack):
     assert out["registered"] and out["worker_live"]
     assert out["attestation_hash"] == report["attestation_hash"]
     assert out["earnings_settled"] is None and "indexer" in out["earnings_error"]
+
+
+def test_refusals_stop_with_one_line_and_change_nothing_on_chain(stack, tmp_path):
+    passfile = secret_file(tmp_path / "pass", "refusal test passphrase")
+    keystore = stack["root"] / "keystore"
+
+    # Stake below MinStake: refused before anything, not even an account.
+    low = onboard(stack, "op-low", passfile, "--stake", "1")
+    assert low.returncode == 2
+    assert "--stake: 1 plancks is below MinStake" in refused(low)
+    assert not (keystore / "op-low.sr25519.json").exists()
+
+    # Wrong passphrase for an existing account: the wallet step stops; no drip, no extrinsic.
+    other = secret_file(tmp_path / "other", "another passphrase")
+    assert wallet(stack, "new", "op-wp", "--passphrase-file", str(other)).returncode == 0
+    wrong = onboard(stack, "op-wp", passfile)
+    assert wrong.returncode == 2 and "wrong passphrase" in refused(wrong)
+    assert on_chain(stack, "op-wp") == (0, 0, False)
+
+    # The faucet's limit: funded once already, a larger stake needs a second drip.
+    assert wallet(stack, "new", "op-fl", "--passphrase-file", str(passfile)).returncode == 0
+    assert wallet(stack, "fund", "op-fl", "--faucet-url", stack["faucet"]).returncode == 0
+    funded = on_chain(stack, "op-fl")
+    limited = onboard(stack, "op-fl", passfile, "--stake", str(50 * TOKEN))
+    assert limited.returncode == 1
+    line = refused(limited)
+    assert "faucet refused (429 recipient_limit)" in line and "missing" in line
+    assert on_chain(stack, "op-fl") == funded
+
+    # The attestation service is down: stops at attestation, nothing registered or signed.
+    down = onboard(stack, "op-ad", passfile, "--attestation-url",
+                   f"http://127.0.0.1:{free_port()}")
+    assert down.returncode == 1 and "cannot reach" in refused(down)
+    balance, nonce, registered = on_chain(stack, "op-ad")
+    assert balance > 0 and nonce == 0 and not registered  # the drip only
