@@ -1,12 +1,13 @@
-"""Operator onboarding end to end on the local network (inventories/local), from nothing.
+"""Operator onboarding end to end, from nothing, on two networks (``onboard_stacks``): every
+service on free loopback ports, and the local network itself (``ops-tools localnet up`` on
+inventories/local, its fixed ports under /tmp/net-localnet.lock, with the must-hold command
+line that relies on the local network's defaults).
 
-Real processes only: ``ops-tools localnet up`` (nodes, faucet, attestation service, gateway,
-indexer and //Operator1's worker under the network's supervisord), then ``ops-tools operator
-onboard`` as an operator runs it: killed once right after its attestation step, then resumed by
-``playbooks/operator_worker.yml`` over SSH (this machine as the "remote" GPU server, through the
-suite's throwaway sshd), which runs the same command on the host; the worker joins the local
-network's supervisord. Fixed ports: the module holds /tmp/net-localnet.lock
-(tests/localnet_lock.py) from ``up`` to ``down``.
+On each: ``ops-tools operator onboard`` killed (SIGKILL) right after its attestation step, then
+resumed by ``playbooks/operator_worker.yml`` over SSH (this machine as the "remote" GPU server,
+through the suite's throwaway sshd), which runs the same command on the host; the worker joins
+the network's supervisord. Then a chat completion through the gateway answered by the new
+worker, the settlement, ``operator status``, and runs that repeat nothing.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import os
 import signal
 import stat
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -26,36 +26,27 @@ from substrateinterface import SubstrateInterface
 
 from ops_tools.operator import gateway_client
 from tests.conftest import ROOT
-from tests.localnet_lock import localnet_lock
 from tests.operator.conftest import PYTHON, RECAP, VENV_BIN, Sshd
+from tests.operator.onboard_stacks import BIN, localnet_stack, ports_stack, run
 
 pytestmark = pytest.mark.slow
-BIN = Path(sys.executable).parent
-RPC_HTTP = "http://127.0.0.1:9944"
-GATEWAY = "http://127.0.0.1:8005"
 PASSPHRASE = "onboarding test passphrase 7f3a"
 NAME = "op1"
-# //Ferdie: the local gateway's settlement account (inventories/local/group_vars/gateways.yml).
-SETTLEMENT_ACCOUNT = "5CiPPseXPECbkjWCa6MnjNokrgYjMqmKndv2rSnekmSK2DjL"
+STEPS = ["gpu", "wallet", "funding", "attestation", "stake", "daemon", "heartbeat"]
 
 
-def run(args: list[str], env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(args, capture_output=True, text=True, env=env, cwd=ROOT,
-                          timeout=timeout, check=False)
-
-
-def onboard_args(net: dict, name: str, *extra: str) -> list[str]:
+def onboard_args(net: dict, name: str) -> list[str]:
     return [str(BIN / "ops-tools"), "operator", "onboard", "--name", name,
             "--passphrase-file", str(net["pass"]), "--no-gpu", "--test-engine", "--yes", "--json",
-            "--state-dir", str(net["tmp"] / f"state-{name}"), *extra]
+            "--state-dir", str(net["tmp"] / f"state-{name}"), *net["onboard_extra"]]
 
 
-def chain() -> SubstrateInterface:
-    return SubstrateInterface(url=RPC_HTTP, ss58_format=42)
+def chain(net: dict) -> SubstrateInterface:
+    return SubstrateInterface(url=net["rpc_http"], ss58_format=42)
 
 
-def record(address: str) -> dict | None:
-    substrate = chain()
+def record(net: dict, address: str) -> dict | None:
+    substrate = chain(net)
     try:
         result = substrate.query("OperatorStake", "Operators", [address])
         return result.value if result is not None else None
@@ -63,19 +54,8 @@ def record(address: str) -> dict | None:
         substrate.close()
 
 
-def account_state(address: str) -> tuple[int, int]:
-    """(free + reserved, next nonce) of ``address``."""
-    substrate = chain()
-    try:
-        data = substrate.query("System", "Account", [address]).value
-        nonce = substrate.rpc_request("system_accountNextIndex", [address])["result"]
-        return int(data["data"]["free"]) + int(data["data"]["reserved"]), int(nonce)
-    finally:
-        substrate.close()
-
-
-def register_calls(address: str, first_block: int) -> int:
-    substrate = chain()
+def register_calls(net: dict, address: str, first_block: int) -> int:
+    substrate = chain(net)
     try:
         head = substrate.get_block_number(substrate.get_chain_head())
         count = 0
@@ -91,9 +71,9 @@ def register_calls(address: str, first_block: int) -> int:
         substrate.close()
 
 
-def settlement(account: str, since: int, timeout: float = 90) -> tuple[int, int]:
+def settlement(net: dict, account: str, since: int, timeout: float = 90) -> tuple[int, int]:
     """(block, amount) of the first settlement transfer to ``account`` after block ``since``."""
-    substrate = chain()
+    substrate = chain(net)
     deadline = time.monotonic() + timeout
     number = since
     try:
@@ -104,8 +84,9 @@ def settlement(account: str, since: int, timeout: float = 90) -> tuple[int, int]
                 for event in substrate.get_events(block_hash):
                     value = event.value
                     attrs = value.get("attributes") or {}
-                    if (value["module_id"], value["event_id"]) == ("Balances", "Transfer") and \
-                            attrs.get("to") == account and attrs.get("from") == SETTLEMENT_ACCOUNT:
+                    transfer = (value["module_id"], value["event_id"]) == ("Balances", "Transfer")
+                    if transfer and attrs.get("to") == account and \
+                            attrs.get("from") == net["settlement_account"]:
                         return number, int(attrs["amount"])
                 number += 1
             time.sleep(1)
@@ -114,9 +95,9 @@ def settlement(account: str, since: int, timeout: float = 90) -> tuple[int, int]
     raise AssertionError(f"no settlement transfer to {account} within {timeout} s")
 
 
-def balance_change(account: str, number: int) -> tuple[int, int]:
+def balance_change(net: dict, account: str, number: int) -> tuple[int, int]:
     """(free + reserved at ``number`` minus at ``number - 1``, fees ``account`` paid in it)."""
-    substrate = chain()
+    substrate = chain(net)
     try:
         totals = []
         for n in (number - 1, number):
@@ -134,31 +115,16 @@ def balance_change(account: str, number: int) -> tuple[int, int]:
         substrate.close()
 
 
-@pytest.fixture(scope="module")
-def net(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("onboard")
-    env = {**os.environ, "NET_LOCALNET_DIR": str(tmp / "localnet"),
-           "NET_KEYSTORE": str(tmp / "keystore")}
-    env.pop("NET_WALLET_PASSPHRASE", None)
-    passfile = tmp / "passphrase"
-    passfile.write_text(PASSPHRASE + "\n")
-    passfile.chmod(0o600)
-    with localnet_lock():
-        started = time.monotonic()
-        up = run([str(BIN / "ops-tools"), "localnet", "up", "--json"], env, timeout=900)
-        try:
-            assert up.returncode == 0, up.stderr[-3000:]
-            print(f"\nlocalnet up: {time.monotonic() - started:.1f} s")
-            yield {"env": env, "tmp": tmp, "pass": passfile, "up": json.loads(up.stdout)}
-        finally:
-            down = run([str(BIN / "ops-tools"), "localnet", "down", "--purge", "--yes"], env)
-            assert down.returncode == 0, down.stderr
+@pytest.fixture(scope="module", params=["ports", "localnet"])
+def net(request, tmp_path_factory):
+    stack = ports_stack if request.param == "ports" else localnet_stack
+    with stack(tmp_path_factory.mktemp(f"onboard-{request.param}"), PASSPHRASE) as network:
+        yield network
 
 
 def play(net: dict, sshd: Sshd) -> tuple[subprocess.CompletedProcess, dict]:
     """playbooks/operator_worker.yml for op1 on this machine over SSH; (result, the report the
     onboarding left on the host, the recap's counts)."""
-    local = Path(net["env"]["NET_LOCALNET_DIR"])
     host = {
         "ansible_host": sshd.host, "ansible_port": sshd.port, "ansible_user": "root",
         "ansible_connection": "paramiko", "ansible_become": False,
@@ -166,17 +132,17 @@ def play(net: dict, sshd: Sshd) -> tuple[subprocess.CompletedProcess, dict]:
         "ansible_python_interpreter": str(PYTHON),
         "ansible_remote_tmp": str(net["tmp"] / "remote-tmp"),
         "operator_name": NAME, "operator_passphrase": PASSPHRASE,
-        "operator_gateway_secret": (local / "worker-0" / "secrets" / "gateway_secret").read_text(),
-        "operator_gateway_api_key": net["up"]["gateway_api_key"],
+        "operator_gateway_secret": net["gateway_secret"],
+        "operator_gateway_api_key": net["gateway_key"],
         "operator_test_engine": True, "operator_no_gpu": True,
-        "operator_rpc_url": "ws://127.0.0.1:9944", "operator_faucet_url": "http://127.0.0.1:8001",
-        "operator_attestation_url": "http://127.0.0.1:8002", "operator_gateway_url": GATEWAY,
+        "operator_rpc_url": net["rpc_ws"], "operator_faucet_url": net["faucet"],
+        "operator_attestation_url": net["attestation"], "operator_gateway_url": net["gateway"],
         "operator_venv": str(VENV_BIN.parent),
         "operator_state_dir": str(net["tmp"] / f"state-{NAME}"),
         "operator_keystore_dir": net["env"]["NET_KEYSTORE"],
         "operator_service_manager": "supervisor",
-        "operator_supervisor_conf": str(local / "supervisor" / "supervisord.conf"),
-        "operator_worker_host": "127.0.0.1", "operator_worker_port": 8111,
+        "operator_supervisor_conf": str(net["supervisor_conf"]),
+        "operator_worker_host": "127.0.0.1", "operator_worker_port": net["worker_port"],
     }
     inventory = net["tmp"] / "gpu-hosts.yml"
     inventory.write_text(yaml.safe_dump(
@@ -198,7 +164,7 @@ def onboarded(net, sshd):
     attestation step done, the second run by the playbook over SSH, to the end."""
     env = net["env"]
     journal_path = net["tmp"] / f"state-{NAME}" / "journal.json"
-    substrate = chain()
+    substrate = chain(net)
     first_block = substrate.get_block_number(substrate.get_chain_head())
     substrate.close()
     started = time.monotonic()
@@ -228,28 +194,26 @@ def onboarded(net, sshd):
     second, document = play(net, sshd)
     assert second.returncode == 0, (second.stdout + second.stderr)[-4000:]
     assert document["recap"]["changed"] > 0
-    print(f"\nonboarding: first run {first_s:.1f} s to the kill, second run (playbook)"
-          f" {time.monotonic() - second_started:.1f} s")
+    print(f"\nonboarding ({net['kind']}): first run {first_s:.1f} s to the kill, second run"
+          f" (playbook) {time.monotonic() - second_started:.1f} s")
     return {"killed_at": killed_at, "report": document["report"],
             "stderr": err + second.stderr,
             "stdout": out + second.stdout, "first_block": first_block,
             "journal_path": journal_path}
 
 
-def test_killed_after_attestation_resumes_and_registers_once(onboarded):
+def test_killed_after_attestation_resumes_and_registers_once(onboarded, net):
     killed = [s["name"] for s in onboarded["killed_at"]["steps"] if s["status"] == "done"]
     assert killed[:4] == ["gpu", "wallet", "funding", "attestation"]
     report = onboarded["report"]
     assert report["skipped"] == killed  # what was done before the kill is not repeated
-    assert report["ran"] + report["skipped"] == [
-        "gpu", "wallet", "funding", "attestation", "stake", "daemon", "heartbeat"]
+    assert report["ran"] + report["skipped"] == STEPS
     journal = json.loads(onboarded["journal_path"].read_text())
-    names = [s["name"] for s in journal["steps"]]
-    assert names == ["gpu", "wallet", "funding", "attestation", "stake", "daemon", "heartbeat"]
+    assert [s["name"] for s in journal["steps"]] == STEPS
     assert all(s["status"] == "done" for s in journal["steps"])
     assert all(s["attempts"] == 1 for s in journal["steps"][:4])
-    assert register_calls(report["account"], onboarded["first_block"]) == 1
-    on_chain = record(report["account"])
+    assert register_calls(net, report["account"], onboarded["first_block"]) == 1
+    on_chain = record(net, report["account"])
     assert on_chain["attestation_hash"] == report["attestation_hash"]
     assert int(on_chain["stake"]) == int(report["stake"]) == int(report["min_stake"])
 
@@ -258,7 +222,7 @@ def test_report_and_secrets(onboarded, net):
     report = onboarded["report"]
     assert report["account"].startswith("5") and len(report["account"]) == 48
     assert len(report["attestation_hash"]) == 66 and report["attestation_mock_root"]
-    assert report["worker_url"] == "http://127.0.0.1:8111"
+    assert report["worker_url"] == f"http://127.0.0.1:{net['worker_port']}"
     assert "net-test-chat" in report["models"]
     assert report["gateway_view"]["live"] is True
     assert report["gpu"]["no_gpu"] is True
@@ -276,28 +240,38 @@ def test_report_and_secrets(onboarded, net):
 
 
 def test_gateway_routes_to_the_worker_and_settlement_pays(onboarded, net):
-    """The rise is read at the settlement's block: on the local network a test request earns a
-    few ten thousand plancks while every epoch's heartbeat costs the operator a fee of about
-    10^8, so the balance over a longer span falls; the settlement's block shows the rise."""
+    """The rise is read at the settlement's block: a test request earns a few ten thousand
+    plancks while every epoch's heartbeat costs the operator a fee of about 10^8, so the balance
+    over a longer span falls; the settlement's block shows the rise."""
     account = onboarded["report"]["account"]
-    substrate = chain()
+    substrate = chain(net)
     since = substrate.get_block_number(substrate.get_chain_head())
     substrate.close()
-    answer = gateway_client.request_served_by(GATEWAY, net["up"]["gateway_api_key"],
+    answer = gateway_client.request_served_by(net["gateway"], net["gateway_key"],
                                               "net-test-chat", account)
     assert answer.status == 200 and answer.operator == account and answer.text
-    block, amount = settlement(account, since)  # the local gateway settles every 10 s
-    rise, fees = balance_change(account, block)
+    block, amount = settlement(net, account, since)  # settled every 10 s (local), 1 s (ports)
+    rise, fees = balance_change(net, account, block)
     assert amount > 0 and rise + fees == amount
     if fees == 0:  # no heartbeat of the operator in that block
         assert rise > 0
-    status = run([str(BIN / "ops-tools"), "operator", "status", "--name", NAME, "--json"],
-                 net["env"])
+    status = run([str(BIN / "ops-tools"), "operator", "status", "--name", NAME, "--json",
+                  "--rpc-url", net["rpc_ws"], "--gateway-url", net["gateway"],
+                  "--indexer-url", net["indexer"] or "http://127.0.0.1:9",
+                  "--faucet-url", net["faucet"]], net["env"])
     assert status.returncode == 0, status.stderr
     out = json.loads(status.stdout)
     assert out["registered"] and out["worker_live"]
+    assert out["attestation_hash"] == onboarded["report"]["attestation_hash"]
     assert out["last_heartbeat_epoch"] >= out["current_epoch"] - 1
-    assert int(out["earnings_settled"]["plancks"]) > 0
+    if net["indexer"]:  # earnings as the indexer saw the settlements
+        deadline = time.monotonic() + 60
+        while int((out["earnings_settled"] or {}).get("plancks", 0)) < amount:
+            assert time.monotonic() < deadline, out
+            time.sleep(2)
+            out = json.loads(run(status.args, net["env"]).stdout)
+    else:
+        assert out["earnings_settled"] is None and "indexer" in out["earnings_error"]
 
 
 def test_runs_again_repeat_nothing(onboarded, net, sshd):
