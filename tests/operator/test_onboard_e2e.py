@@ -207,7 +207,7 @@ def test_killed_after_attestation_resumes_and_registers_once(onboarded, net):
     assert killed[:4] == ["gpu", "wallet", "funding", "attestation"]
     report = onboarded["report"]
     assert report["skipped"] == killed  # what was done before the kill is not repeated
-    assert report["ran"] + report["skipped"] == STEPS
+    assert report["skipped"] + report["ran"] == STEPS
     journal = json.loads(onboarded["journal_path"].read_text())
     assert [s["name"] for s in journal["steps"]] == STEPS
     assert all(s["status"] == "done" for s in journal["steps"])
