@@ -26,11 +26,11 @@ from substrateinterface import SubstrateInterface
 
 from ops_tools.operator import gateway_client
 from tests.conftest import ROOT
-from tests.operator.conftest import PYTHON, RECAP, VENV_BIN, Sshd
-from tests.operator.onboard_stacks import BIN, localnet_stack, ports_stack, run
+from tests.operator.conftest import ONBOARD_PASSPHRASE, PYTHON, RECAP, VENV_BIN, Sshd
+from tests.operator.onboard_stacks import BIN, localnet_stack, run
 
 pytestmark = pytest.mark.slow
-PASSPHRASE = "onboarding test passphrase 7f3a"
+PASSPHRASE = ONBOARD_PASSPHRASE
 NAME = "op1"
 STEPS = ["gpu", "wallet", "funding", "attestation", "stake", "daemon", "heartbeat"]
 
@@ -117,8 +117,10 @@ def balance_change(net: dict, account: str, number: int) -> tuple[int, int]:
 
 @pytest.fixture(scope="module", params=["ports", "localnet"])
 def net(request, tmp_path_factory):
-    stack = ports_stack if request.param == "ports" else localnet_stack
-    with stack(tmp_path_factory.mktemp(f"onboard-{request.param}"), PASSPHRASE) as network:
+    if request.param == "ports":
+        yield request.getfixturevalue("ports_net")
+        return
+    with localnet_stack(tmp_path_factory.mktemp("onboard-localnet"), PASSPHRASE) as network:
         yield network
 
 

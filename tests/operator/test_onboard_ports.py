@@ -12,16 +12,15 @@ import pytest
 from substrateinterface import SubstrateInterface
 
 from tests.conftest import ROOT, free_port
-from tests.operator.onboard_stacks import BIN, TOKEN, ports_stack
+from tests.operator.onboard_stacks import BIN, TOKEN
 from tests.services.gateway.harness import secret_file
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    with ports_stack(tmp_path_factory.mktemp("refusals"), "unused passphrase") as net:
-        yield net
+@pytest.fixture
+def stack(ports_net):
+    return ports_net
 
 
 def onboard(stack: dict, name: str, passfile: Path, *extra: str) -> subprocess.CompletedProcess:
