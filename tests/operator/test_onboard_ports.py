@@ -44,7 +44,8 @@ def wallet(stack: dict, *args: str) -> subprocess.CompletedProcess:
 
 def on_chain(stack: dict, name: str) -> tuple[int, int, bool]:
     """(free + reserved, next nonce, registered) of the account ``name``."""
-    address = json.loads(wallet(stack, "address", name, "--json").stdout)["ss58_address"]
+    keystore = Path(stack["env"]["NET_KEYSTORE"])
+    address = json.loads((keystore / f"{name}.sr25519.json").read_text())["address"]
     substrate = SubstrateInterface(url=stack["rpc_http"], ss58_format=42)
     try:
         data = substrate.query("System", "Account", [address]).value["data"]
