@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -89,6 +90,7 @@ def _stop_supervisord(conf: Path) -> None:
     if pid and pidfile.exists():
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+    shutil.rmtree(conf.parent, ignore_errors=True)
 
 
 def _base(tmp: Path, passphrase: str) -> dict[str, Any]:
