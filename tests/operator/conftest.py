@@ -434,3 +434,16 @@ def operator(sshd: Sshd) -> Iterator[Operator]:
     finally:
         op.stop()
         shutil.rmtree(op.root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def ports_net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    """Every service onboarding talks to, on free loopback ports (onboard_stacks.ports_stack);
+    shared by the onboarding end to end and the refusal tests."""
+    from tests.operator.onboard_stacks import ports_stack
+
+    with ports_stack(tmp_path_factory.mktemp("onboard-ports"), ONBOARD_PASSPHRASE) as net:
+        yield net
+
+
+ONBOARD_PASSPHRASE = "onboarding test passphrase 7f3a"
