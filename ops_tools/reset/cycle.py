@@ -347,8 +347,29 @@ class ResetCycle:
             node_version=artifact.manifest.get("node_version"),
             devnode=devnode,
         )
+        if devnode and not all(self._on_this_machine(h) for h in self._node_hosts()):
+            # The artifact's binary is a launcher for this machine's devnode, which a remote
+            # host does not have: remote hosts run the development node as one file.
+            bundle = self._devnode_bundle(version.result() if version else "")
+            self.facts.update(
+                node_binary=str(bundle),
+                binary_sha256=hashlib.sha256(bundle.read_bytes()).hexdigest(),
+            )
         hit = "cache hit" if result.cache_hit else "built"
         return f"{self.facts['revision'][:12]} ({hit})"
+
+    def _devnode_bundle(self, version: str) -> Path:
+        """The development-node bundle (docs/build.md), kept per source and version: the same
+        sources give the same bytes, so a no-change cycle finds the same binary deployed."""
+        from ops_tools.build.devnode_bundle import build_devnode_bundle
+
+        key = hashlib.sha256(
+            f"{version}; {devnode_source_digest()}; {render_cache.renderer_version()}".encode()
+        ).hexdigest()[:16]
+        path = self.dir / "devnode-bundle" / key / "net-node"
+        if not path.is_file():
+            build_devnode_bundle(path)
+        return path
 
     def _render(self) -> str:
         network = self._network_file()
