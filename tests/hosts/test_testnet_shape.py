@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -37,6 +38,7 @@ import pytest
 import yaml
 
 from ops_tools.chain.rpc import RpcClient, RpcError
+from ops_tools.deploy.runner import strategy_env
 from ops_tools.reset.cycle import cycle_dir
 from tests.ansible.conftest import ansible_env
 from tests.build.conftest import FIXTURE, SuiteRepo, git
@@ -98,7 +100,7 @@ def _link_group_vars(source: Path, dest: Path) -> None:
         link.symlink_to(path)
 
 
-def testnet_inventory(base: Path, fleet: Fleet, overrides: dict[str, Any]) -> Path:
+def write_testnet_inventory(base: Path, fleet: Fleet, overrides: dict[str, Any]) -> Path:
     inv = base / "testnet"  # the directory name is the network's (docs/reset.md)
     _link_group_vars(TESTNET / "group_vars", inv / "group_vars")
     secrets = {
@@ -126,7 +128,7 @@ def testnet_inventory(base: Path, fleet: Fleet, overrides: dict[str, Any]) -> Pa
 RPC_WITHOUT_PROXY = {"rpc_proxy_enabled": False, "rpc_external": True}
 
 
-def operator_inventory(base: Path, fleet: Fleet, artifacts: dict[str, Any]) -> Path:
+def write_operator_inventory(base: Path, fleet: Fleet, artifacts: dict[str, Any]) -> Path:
     inv = base / "operator"
     _link_group_vars(OPERATOR / "group_vars", inv / "group_vars")
     shape = yaml.safe_load((OPERATOR / "hosts.yml").read_text())
@@ -136,6 +138,16 @@ def operator_inventory(base: Path, fleet: Fleet, artifacts: dict[str, Any]) -> P
     hosts[name] = {**fleet.by_name(FULL_NODE).ansible_vars(), **artifacts}
     (inv / "hosts.yml").write_text(yaml.safe_dump(shape, sort_keys=False))
     return inv
+
+
+# Asked on the host itself: a full node's RPC answers on its loopback only.
+GENESIS_ON_LOOPBACK = (
+    "import json, urllib.request as u\n"
+    "body = json.dumps({'jsonrpc': '2.0', 'id': 1, 'method': 'chain_getBlockHash',"
+    " 'params': [0]}).encode()\n"
+    "req = u.Request('http://127.0.0.1:9944', body, {'Content-Type': 'application/json'})\n"
+    "print(json.load(u.urlopen(req, timeout=5))['result'])\n"
+)
 
 
 def sha256(path: Path) -> str:
@@ -154,8 +166,9 @@ def wait_finality_advances(client: RpcClient, timeout: float = 60) -> int:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory):
     base = tmp_path_factory.mktemp("testnet-shape")
+    # The playbooks run with the strategy ops-tools gives them (mitogen), as the reset cycle's.
     env = ansible_env(NET_OPS_STATE=str(base / "ops-state"),
-                      OPS_TOOLS_CACHE=str(base / "build-cache"))
+                      OPS_TOOLS_CACHE=str(base / "build-cache"), **strategy_env(None))
     started = time.monotonic()
     fleet = boot_fleet([*NODE_HOSTS, FULL_NODE], base / "hosts")
     _timed("boot 4 hosts", started)
@@ -171,7 +184,7 @@ def world(tmp_path_factory: pytest.TempPathFactory):
         assert proc.returncode == 0, _out(proc)
         _timed("bundle and render", started)
         public_url = f"http://{fleet.by_name('rpc-0').address}:9944"
-        inventory = testnet_inventory(base, fleet, {
+        inventory = write_testnet_inventory(base, fleet, {
             "net_public_rpc_url": public_url,
             "net_network_definition": str(network),
             "net_node_kind": "devnode",
@@ -214,7 +227,7 @@ def test_site_deploys_the_shape_over_ssh_with_become(world):
     genesis = json.loads((world["render"] / "manifest.json").read_text())["genesis_hash"]
     for host in NODE_HOSTS:
         h = world["fleet"].by_name(host)
-        unit = h.ssh("systemctl show net-node -p ActiveState -p User").stdout.split()
+        unit = sorted(h.ssh("systemctl show net-node -p ActiveState -p User").stdout.split())
         assert unit == ["ActiveState=active", "User=net"], (host, unit)
         assert manifest(world, host)["genesis_hash"] == genesis
     assert world["public"].genesis_hash() == genesis
@@ -253,6 +266,8 @@ def assert_new_chain(world: dict[str, Any], report: dict[str, Any], old: str) ->
     assert report["decision"] == "reset" and new != old
     assert report["downtime_s"] is not None and report["downtime_s"] > 0
     print(f"reset-cycle downtime: {report['downtime_s']} s, total {report['total_s']} s")
+    for phase in report["phases"]:
+        print(f"  {phase['name']:<18} {phase['seconds']:6.2f} s  {phase['detail'][:70]}")
     assert world["public"].genesis_hash() == new
     wait_finality_advances(world["public"])
     for host in NODE_HOSTS:
@@ -314,7 +329,7 @@ def test_cycle_killed_in_reset_authorities_finishes_with_resume(world):
 
 def test_operator_full_node_with_the_operator_group_vars(world):
     raw = Path(journal(world)["facts"]["render_dir"]) / "raw.json"
-    inventory = operator_inventory(world["base"], world["fleet"], {
+    inventory = write_operator_inventory(world["base"], world["fleet"], {
         "genesis_preflight_rpc_url": world["public_url"],
         "genesis_preflight_binary_src": str(world["bundle"]),
         "genesis_preflight_binary_sha256": world["bundle_sha256"],
@@ -330,10 +345,8 @@ def test_operator_full_node_with_the_operator_group_vars(world):
     assert "genesis_check: match" in proc.stdout, _out(proc)
     genesis = world["public"].genesis_hash()
     h = world["fleet"].by_name(FULL_NODE)
-    served = h.ssh("curl -sS -H 'Content-Type: application/json' -d"
-                   " '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"chain_getBlockHash\","
-                   "\"params\":[0]}' http://127.0.0.1:9944")
-    assert json.loads(served.stdout)["result"] == genesis, served.stdout + served.stderr
+    served = h.ssh(shlex.join(["python3", "-c", GENESIS_ON_LOOPBACK]))
+    assert served.stdout.strip() == genesis, served.stdout + served.stderr
     # Its RPC answers on the host's loopback only.
     with pytest.raises(RpcError):
         RpcClient(f"http://{h.address}:9944", timeout=3).genesis_hash()
