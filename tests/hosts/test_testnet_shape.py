@@ -38,6 +38,7 @@ import pytest
 import yaml
 
 from ops_tools.chain.rpc import RpcClient, RpcError
+from ops_tools.deploy.inventory import load_inventory
 from ops_tools.deploy.runner import strategy_env
 from ops_tools.reset.cycle import cycle_dir
 from tests.ansible.conftest import ansible_env
@@ -248,6 +249,20 @@ def test_status_reads_every_node_over_ssh(world):
         assert h["genesis_match"] is True and h["service"] == "active", h
         assert h["best"] >= 1 and h["peers"] >= 1, h
     assert {found[h]["role"] for h in NODE_HOSTS} == {"authority", "rpc"}
+
+
+def test_reset_path_refuses_a_host_whose_key_is_not_known(world, tmp_path):
+    from ops_tools.reset.hostops import HostOpFailed, Machines
+
+    inventory = load_inventory(world["inventory"])
+    with Machines(inventory, ["rpc-0"]) as machines:  # the known key: it connects
+        assert machines.output("rpc-0", "id -u").strip() == "0"  # become, as in Ansible
+    unknown = tmp_path / "known_hosts"
+    unknown.write_text("")
+    inventory.hostvars["rpc-0"]["ansible_ssh_common_args"] = f"-o UserKnownHostsFile={unknown}"
+    with pytest.raises(HostOpFailed, match="cannot connect"):
+        Machines(inventory, ["rpc-0"])
+    assert unknown.read_text() == "", "the host's key was added instead of refused"
 
 
 def cycle_argv(world: dict[str, Any], *extra: str) -> list[str]:
