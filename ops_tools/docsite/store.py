@@ -10,7 +10,6 @@ The site copies the store under ``/releases/``, and ``/releases/current/`` is th
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from datetime import UTC, datetime
@@ -19,6 +18,7 @@ from typing import Any
 
 from ops_tools import atomic
 from ops_tools.chainspec.genesis import genesis_of_file
+from ops_tools.checksums import sha256_file
 from ops_tools.docsite.releases import Published, check_index, empty_index, publish
 from ops_tools.errors import InputError
 
@@ -27,14 +27,6 @@ RAW = "raw.json"
 MANIFEST = "manifest.json"
 # Node file names in a release: the real node, or the development node's launcher.
 NODE_FILES = {"substrate": "net-node", "devnode": "devnode"}
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def read_index(store: Path) -> dict[str, Any]:

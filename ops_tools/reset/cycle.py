@@ -26,7 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 from ops_tools.build.devnode_probe import devnode_version, find_devnode
 from ops_tools.chain.rpc import RpcClient, RpcError
+from ops_tools.chain.status import WaitTimeout, wait_finality_advances, wait_for, wait_serving
 from ops_tools.chainspec import render_cache
+from ops_tools.checksums import sha256_file
 from ops_tools.deploy.inventory import Inventory, load_inventory
 from ops_tools.deploy.paths import INVENTORIES, NETWORKS, PLAYBOOKS, PROJECT_ROOT, localnet_dir
 from ops_tools.errors import InputError, OpsError
@@ -342,8 +344,8 @@ class ResetCycle:
             artifact_dir=str(artifact.directory),
             node_binary=str(artifact.node_binary),
             runtime=str(artifact.runtime),
-            binary_sha256=hashlib.sha256(artifact.node_binary.read_bytes()).hexdigest(),
-            runtime_sha256=hashlib.sha256(artifact.runtime.read_bytes()).hexdigest(),
+            binary_sha256=sha256_file(artifact.node_binary),
+            runtime_sha256=sha256_file(artifact.runtime),
             node_version=artifact.manifest.get("node_version"),
             devnode=devnode,
         )
@@ -353,7 +355,7 @@ class ResetCycle:
             bundle = self._devnode_bundle(version.result() if version else "")
             self.facts.update(
                 node_binary=str(bundle),
-                binary_sha256=hashlib.sha256(bundle.read_bytes()).hexdigest(),
+                binary_sha256=sha256_file(bundle),
             )
         hit = "cache hit" if result.cache_hit else "built"
         return f"{self.facts['revision'][:12]} ({hit})"
@@ -374,31 +376,22 @@ class ResetCycle:
     def _render(self) -> str:
         network = self._network_file()
         out = self.dir / "render" / self.facts["revision"]
-        inputs = self._render_inputs(network)
-        genesis = render_cache.cached_genesis(out, inputs) if inputs else None
-        if genesis is not None:
-            self.facts.update(render_dir=str(out), expected_genesis=genesis)
-            return f"{genesis} (render reused: same inputs, checked)"
-        from ops_tools.chainspec.render import render
-
-        rendered = render(
+        genesis, reused = render_cache.render_cached(
+            out,
+            self._render_inputs(network),
             network,
             Path(self.facts["node_binary"]),
             Path(self.facts["runtime"]),
             pallet_suite_revision=self.facts["revision"],
         )
-        render_cache.forget(out)
-        rendered.write(out)
-        if inputs:
-            render_cache.record(out, inputs)
-        self.facts.update(render_dir=str(out), expected_genesis=rendered.manifest["genesis_hash"])
-        return str(self.facts["expected_genesis"])
+        self.facts.update(render_dir=str(out), expected_genesis=genesis)
+        return f"{genesis} (render reused: same inputs, checked)" if reused else genesis
 
     def _render_inputs(self, network: Path) -> render_cache.RenderInputs | None:
         if "runtime_sha256" not in self.facts:  # a build journaled by an older cycle
             return None
         try:
-            network_sha256 = hashlib.sha256(network.read_bytes()).hexdigest()
+            network_sha256 = sha256_file(network)
         except OSError:
             return None  # the renderer says what is wrong with it
         return render_cache.RenderInputs(
@@ -510,7 +503,7 @@ class ResetCycle:
         )
         want = {
             "binary": self.facts["binary_sha256"],
-            "spec": hashlib.sha256(spec.read_bytes()).hexdigest(),
+            "spec": sha256_file(spec),
         }
         for n in nodes:
             for what, path in (
@@ -541,17 +534,13 @@ class ResetCycle:
         return self._start(self._of_role("rpc", "full"))
 
     def _wait_on_host(self, node: Node, what: str, check: Callable[[], tuple[bool, str]]) -> str:
-        deadline = time.monotonic() + self.opts.timeout_s
-        seen = "no answer"
-        while time.monotonic() < deadline:
-            ok, seen = check()
-            if ok:
-                return seen
-            time.sleep(0.5)
-        raise CycleFailed(
-            f"{node.host} did not {what} within {self.opts.timeout_s:.0f} s (last seen: {seen});"
-            " nothing further was wiped. Fix the node, then run reset-cycle --resume"
-        )
+        try:
+            return wait_for(f"{node.host} to {what}", check, self.opts.timeout_s)
+        except WaitTimeout as exc:
+            raise CycleFailed(
+                f"{node.host} did not {what} ({exc}); nothing further was wiped. Fix the node,"
+                " then run reset-cycle --resume"
+            ) from None
 
     def _heights(self, node: Node) -> tuple[str | None, int | None, int | None]:
         genesis = self._node_rpc(node, "chain_getBlockHash", [0])
@@ -587,24 +576,15 @@ class ResetCycle:
                 return genesis == expected and best is not None, f"genesis {genesis}, best #{best}"
 
             self._wait_on_host(node, f"serve genesis {expected}", check)
-        client = RpcClient(self._public_url(), timeout=3)
-        deadline = time.monotonic() + self.opts.timeout_s
-        start = None
-        while True:
-            try:
-                if client.genesis_hash() == expected:
-                    now = client.finalized_number()
-                    start = now if start is None else start
-                    if now > start:
-                        break
-            except RpcError:
-                pass
-            if time.monotonic() > deadline:
-                raise CycleFailed(
-                    f"the public endpoint {self._public_url()} does not serve genesis {expected}"
-                    f" with finality advancing after {self.opts.timeout_s:.0f} s"
-                )
-            time.sleep(0.5)
+        url = self._public_url()
+        try:
+            wait_serving(url, expected, self.opts.timeout_s)
+            wait_finality_advances(url, self.opts.timeout_s)
+        except (WaitTimeout, RpcError) as exc:
+            raise CycleFailed(
+                f"the public endpoint {url} does not serve genesis {expected} with finality"
+                f" advancing: {exc}"
+            ) from None
         self.facts.setdefault("downtime_to", time.time())
         return f"every node and {self._public_url()} serve {expected}; finality advancing"
 
