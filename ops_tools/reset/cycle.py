@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import time
 import uuid
 from collections.abc import Callable
@@ -204,6 +205,7 @@ class ResetCycle:
                         f"the last cycle ({journal.cycle_id}) completed; nothing to resume"
                     )
                 o.repo, o.ref = journal.repo, journal.ref
+                journal.mark_interrupted()
             else:
                 journal = Journal.new(path, cycle_id, str(o.inventory), o.repo, o.ref)
             return self._run_locked(journal)
@@ -510,7 +512,7 @@ class ResetCycle:
                 ("binary", n.manifest["binary"]["path"]),
                 ("spec", n.manifest["chainspec_path"]),
             ):
-                got = self.machines.output(n.host, f"sha256sum '{path}'").split(" ")[0]
+                got = self.machines.output(n.host, f"sha256sum {shlex.quote(path)}").split(" ")[0]
                 if got != want[what]:
                     raise CycleFailed(
                         f"{n.host}: pushed {what} {path} has sha256 {got}, expected {want[what]}"

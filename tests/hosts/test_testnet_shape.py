@@ -215,7 +215,7 @@ def site(world: dict[str, Any], *extra: str) -> subprocess.CompletedProcess[str]
 
 def manifest(world: dict[str, Any], host: str) -> dict[str, Any]:
     h = world["fleet"].by_name(host)
-    proc = h.ssh(f"sudo cat /var/lib/net/{host}/deployed.json")
+    proc = h.ssh("sudo cat " + shlex.quote(f"/var/lib/net/{host}/deployed.json"))
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -339,6 +339,8 @@ def test_cycle_killed_in_reset_authorities_finishes_with_resume(world):
     assert report["cycle_id"] == killed["cycle_id"]
     names = [p["name"] for p in report["phases"]]
     assert names.count("reset-authorities") == 2 and names.count("stop-nodes") == 1
+    interrupted = next(p for p in report["phases"] if p["name"] == "reset-authorities")
+    assert interrupted["status"] == "interrupted"
     assert_new_chain(world, report, old)
 
 

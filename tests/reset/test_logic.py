@@ -83,6 +83,18 @@ def test_journal_round_trip_and_resume_point(tmp_path):
     assert (tmp_path / "journal.json").stat().st_mode & 0o777 == 0o600
 
 
+def test_a_phase_killed_while_running_is_marked_interrupted_on_resume(tmp_path):
+    j = Journal.new(tmp_path / "journal.json", "c1", "inv", "repo", "main")
+    j.finish(j.begin("stop-nodes"))
+    j.begin("reset-authorities")  # then SIGKILL: nothing records its end
+    loaded = Journal.load(tmp_path / "journal.json")
+    loaded.mark_interrupted()
+    again = Journal.load(tmp_path / "journal.json")
+    assert [(p.name, p.status) for p in again.phases] == [
+        ("stop-nodes", "done"), ("reset-authorities", "interrupted")]
+    assert not again.done("reset-authorities")
+
+
 def test_missing_journal_is_a_clear_error(tmp_path):
     with pytest.raises(InputError, match="no reset cycle to resume"):
         Journal.load(tmp_path / "journal.json")
