@@ -13,14 +13,16 @@ render already done for the same inputs is reused once it checks out (``render_c
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shlex
+import threading
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,6 +44,7 @@ from ops_tools.reset.phases import DESTRUCTIVE, INSPECT, RESET, ROLL, Phase
 from ops_tools.sources import devnode_source_digest
 
 if TYPE_CHECKING:
+    from ops_tools.deploy.runner import PlaybookResult
     from ops_tools.reset.hostops import Machines
 
 MIN_FREE_BYTES = 512 * 1024 * 1024
@@ -109,6 +112,9 @@ class ResetCycle:
         self._machines: Machines | None = None
         self.journal: Journal | None = None
         self.facts: dict[str, Any] = {}
+        # services.yml running in the background from restart-services until services joins it.
+        self._services_run: Future[PlaybookResult] | None = None
+        self._services_cancel = threading.Event()
 
     # ---- inventory-derived settings -------------------------------------------------------
     def _var(self, name: str, default: Any = None) -> Any:
@@ -238,6 +244,7 @@ class ResetCycle:
             for phase in plan:
                 self._phase(phase)
         finally:
+            self._stop_background()
             self._close_machines()
         if journal is not None:
             journal.status = "completed"
@@ -608,19 +615,55 @@ class ResetCycle:
             f" ({result.changed} change(s))"
         )
 
+    def _restart_services(self) -> str:
+        # Each service's configuration names the genesis it serves, so re-converging the services
+        # play with the new render restarts every one on the new chain. Started now, in the
+        # background, the restarts overlap the network's downtime: each service is up and not
+        # ready (it names both hashes) until the chain serves its genesis, then ready at once,
+        # instead of starting only after verify. The services phase waits for the run.
+        if not self.inventory.hosts("services"):
+            return "no platform services in the inventory"
+        from ops_tools.deploy.runner import run_playbook
+
+        # Long enough to outlast the network's own waits (wait-finality and verify each have
+        # timeout_s): the run's readiness waits end when the new chain is served.
+        extra = {**self._site_extravars(), "service_ready_timeout": int(3 * self.opts.timeout_s)}
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="services-yml")
+        self._services_run = pool.submit(
+            run_playbook, PLAYBOOKS / "services.yml", self.opts.inventory, extra,
+            cancel=self._services_cancel,
+        )
+        pool.shutdown(wait=False)
+        return "services.yml started with the new render (in the background)"
+
     def _services(self) -> str:
-        # The platform services (the inventory's services group) are re-converged with the new
-        # render at once: their configuration names the genesis they serve, so each restarts
-        # on the new chain, and the play waits until every one is ready on it. The older
-        # declared hooks (net_services) run first.
+        # The declared hooks (net_services) run their after-reset actions; then the platform
+        # services' run of restart-services is awaited: its plays end when every service is
+        # ready on the new genesis. A resumed cycle has no such run and converges them here.
         from ops_tools.deploy.runner import run_playbook
 
         self.machines.run("services after reset", {h.host: h.after_reset() for h in self.hooks})
-        result = run_playbook(PLAYBOOKS / "services.yml", self.opts.inventory,
-                              self._site_extravars())
         hooks = ", ".join(f"{h.name}: {h.action}" for h in self.hooks)
+        if self._services_run is not None:
+            result = self._services_run.result()
+        elif self.inventory.hosts("services"):
+            result = run_playbook(PLAYBOOKS / "services.yml", self.opts.inventory,
+                                  self._site_extravars())
+        else:
+            return hooks or "no services in the inventory"
         return "; ".join(filter(None, [
             hooks, f"services.yml: {result.changed} change(s), every service ready"]))
+
+    def _stop_background(self) -> None:
+        """A cycle that fails or is interrupted before the services phase stops the background
+        services run, instead of leaving it waiting for a chain that will not come."""
+        run = self._services_run
+        if run is None or run.done():
+            return
+        self._services_cancel.set()
+        # Its failure (cancelled) is not the cycle's error, which is already on its way up.
+        with contextlib.suppress(Exception):
+            run.result(timeout=60)
 
     def _site_extravars(self) -> dict[str, Any]:
         extra: dict[str, Any] = {
