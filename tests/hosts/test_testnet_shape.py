@@ -22,7 +22,6 @@ finished with `--resume`, and the operator's `playbooks/full_node.yml` with
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shlex
@@ -31,6 +30,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,8 @@ import pytest
 import yaml
 
 from ops_tools.chain.rpc import RpcClient, RpcError
+from ops_tools.chain.status import wait_finality_advances
+from ops_tools.checksums import sha256_file
 from ops_tools.deploy.inventory import load_inventory
 from ops_tools.deploy.runner import strategy_env
 from ops_tools.reset.cycle import cycle_dir
@@ -151,19 +153,6 @@ GENESIS_ON_LOOPBACK = (
 )
 
 
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def wait_finality_advances(client: RpcClient, timeout: float = 60) -> int:
-    start = client.finalized_number()
-    deadline = time.monotonic() + timeout
-    while (now := client.finalized_number()) <= start:
-        assert time.monotonic() < deadline, f"finality stuck at #{start}"
-        time.sleep(0.3)
-    return now
-
-
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory):
     base = tmp_path_factory.mktemp("testnet-shape")
@@ -171,19 +160,24 @@ def world(tmp_path_factory: pytest.TempPathFactory):
     env = ansible_env(NET_OPS_STATE=str(base / "ops-state"),
                       OPS_TOOLS_CACHE=str(base / "build-cache"), **strategy_env(None))
     started = time.monotonic()
-    fleet = boot_fleet([*NODE_HOSTS, FULL_NODE], base / "hosts")
-    _timed("boot 4 hosts", started)
+    # The bundle is built while the hosts boot.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        bundling = pool.submit(_run, [str(BIN / "ops-tools"), "node", "devnode-bundle", "--out",
+                                      str(base / "net-node"), "--json"], env)
+        fleet = boot_fleet([*NODE_HOSTS, FULL_NODE], base / "hosts")
+        _timed("boot 4 hosts (bundle built meanwhile)", started)
+        bundled = bundling.result()
     try:
+        assert bundled.returncode == 0, _out(bundled)
+        bundle = json.loads(bundled.stdout)
         started = time.monotonic()
-        bundle = json.loads(_run([str(BIN / "ops-tools"), "node", "devnode-bundle", "--out",
-                                  str(base / "net-node"), "--json"], env).stdout)
         network = base / "testnet-dev.yml"
         network.write_text(yaml.safe_dump(network_definition(fleet), sort_keys=False))
         render = base / "render-0"
         proc = _run([str(BIN / "ops-tools"), "chainspec", "render", "--network", str(network),
                      "--node", str(BIN / "devnode"), "--out", str(render)], env)
         assert proc.returncode == 0, _out(proc)
-        _timed("bundle and render", started)
+        _timed("render", started)
         public_url = f"http://{fleet.by_name('rpc-0').address}:9944"
         inventory = write_testnet_inventory(base, fleet, {
             "net_public_rpc_url": public_url,
@@ -232,7 +226,7 @@ def test_site_deploys_the_shape_over_ssh_with_become(world):
         assert unit == ["ActiveState=active", "User=net"], (host, unit)
         assert manifest(world, host)["genesis_hash"] == genesis
     assert world["public"].genesis_hash() == genesis
-    wait_finality_advances(world["public"])
+    wait_finality_advances(world["public_url"], 60)
 
 
 def test_status_reads_every_node_over_ssh(world):
@@ -284,7 +278,7 @@ def assert_new_chain(world: dict[str, Any], report: dict[str, Any], old: str) ->
     for phase in report["phases"]:
         print(f"  {phase['name']:<18} {phase['seconds']:6.2f} s  {phase['detail'][:70]}")
     assert world["public"].genesis_hash() == new
-    wait_finality_advances(world["public"])
+    wait_finality_advances(world["public_url"], 60)
     for host in NODE_HOSTS:
         assert manifest(world, host)["genesis_hash"] == new, host
 
@@ -351,7 +345,7 @@ def test_operator_full_node_with_the_operator_group_vars(world):
         "genesis_preflight_binary_src": str(world["bundle"]),
         "genesis_preflight_binary_sha256": world["bundle_sha256"],
         "genesis_preflight_chainspec_src": str(raw),
-        "genesis_preflight_chainspec_sha256": sha256(raw),
+        "genesis_preflight_chainspec_sha256": sha256_file(raw),
         "genesis_preflight_cache_dir": str(world["base"] / "full-node-cache"),
     })
     started = time.monotonic()
