@@ -27,7 +27,7 @@ from ops_tools.errors import InputError
 # The development node and what it imports from the suite (docs/development.md: devnode uses
 # chainspec only).
 BUNDLED_PACKAGES = ("devnode", "chainspec")
-BUNDLED_MODULES = ("__init__.py", "errors.py", "atomic.py")
+BUNDLED_MODULES = ("__init__.py", "errors.py", "atomic.py", "checksums.py")
 ENTRY = "ops_tools.devnode.cli:main"
 SHEBANG = b"#!/usr/bin/env python3\n"
 _EPOCH = (1980, 1, 1, 0, 0, 0)

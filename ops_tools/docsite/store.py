@@ -10,7 +10,6 @@ The site copies the store under ``/releases/``, and ``/releases/current/`` is th
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -20,6 +19,7 @@ from typing import Any
 
 from ops_tools import atomic
 from ops_tools.chainspec.genesis import genesis_of_file
+from ops_tools.checksums import sha256_file
 from ops_tools.docsite.releases import Published, check_index, empty_index, publish
 from ops_tools.errors import InputError
 
@@ -29,14 +29,6 @@ MANIFEST = "manifest.json"
 # Node file names in a release: the real node, or the development node as one executable file
 # (ops_tools.build.devnode_bundle; docsite.bundle caches it).
 NODE_FILES = {"substrate": "net-node", "devnode": "devnode"}
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def read_index(store: Path) -> dict[str, Any]:

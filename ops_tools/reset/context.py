@@ -14,7 +14,6 @@ import hashlib
 import json
 import os
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from ops_tools.chain.rpc import RpcClient, RpcError
+from ops_tools.chain.status import WaitTimeout, wait_for
 from ops_tools.deploy.inventory import Inventory, load_inventory
 from ops_tools.deploy.paths import NETWORKS, PROJECT_ROOT, localnet_dir
 from ops_tools.errors import InputError, OpsError
@@ -240,14 +240,10 @@ class CycleContext:
             return None
 
     def wait_on_host(self, node: Node, what: str, check: Callable[[], tuple[bool, str]]) -> str:
-        deadline = time.monotonic() + self.opts.timeout_s
-        seen = "no answer"
-        while time.monotonic() < deadline:
-            ok, seen = check()
-            if ok:
-                return seen
-            time.sleep(0.5)
-        raise CycleFailed(
-            f"{node.host} did not {what} within {self.opts.timeout_s:.0f} s (last seen: {seen});"
-            " nothing further was wiped. Fix the node, then run reset-cycle --resume"
-        )
+        try:
+            return wait_for(f"{node.host} to {what}", check, self.opts.timeout_s)
+        except WaitTimeout as exc:
+            raise CycleFailed(
+                f"{node.host} did not {what} ({exc}); nothing further was wiped. Fix the node,"
+                " then run reset-cycle --resume"
+            ) from None

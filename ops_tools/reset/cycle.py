@@ -95,6 +95,7 @@ class ResetCycle:
                         f"the last cycle ({journal.cycle_id}) completed; nothing to resume"
                     )
                 o.repo, o.ref = journal.repo, journal.ref
+                journal.mark_interrupted()
             else:
                 journal = Journal.new(path, cycle_id, str(o.inventory), o.repo, o.ref)
             return self._run_locked(journal)

@@ -9,13 +9,14 @@ the same inputs is reused once it checks out (``render_cache``).
 
 from __future__ import annotations
 
+import hashlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ops_tools.build.artifact import sha256_file
 from ops_tools.build.devnode_probe import devnode_version, find_devnode
 from ops_tools.chain.rpc import RpcClient, RpcError
 from ops_tools.chainspec import render_cache
+from ops_tools.checksums import sha256_file
 from ops_tools.reset.context import RPC_TIMEOUT_S, CycleContext
 from ops_tools.reset.decide import Decision, Observed, decide
 from ops_tools.reset.nodes import Node
@@ -51,33 +52,43 @@ def build(ctx: CycleContext) -> str:
         node_version=artifact.manifest.get("node_version"),
         devnode=ctx.devnode,
     )
+    if ctx.devnode and not all(ctx.on_this_machine(h) for h in ctx.node_hosts()):
+        # The artifact's binary is a launcher for this machine's devnode, which a remote host
+        # does not have: remote hosts run the development node as one file.
+        bundle = _devnode_bundle(ctx, version.result() if version else "")
+        ctx.facts.update(node_binary=str(bundle), binary_sha256=sha256_file(bundle))
     hit = "cache hit" if result.cache_hit else "built"
     return f"{ctx.facts['revision'][:12]} ({hit})"
+
+
+def _devnode_bundle(ctx: CycleContext, version: str) -> Path:
+    """The development-node bundle (docs/build.md), kept per source and version: the same
+    sources give the same bytes, so a no-change cycle finds the same binary deployed."""
+    from ops_tools.build.devnode_bundle import build_devnode_bundle
+
+    key = hashlib.sha256(
+        f"{version}; {devnode_source_digest()}; {render_cache.renderer_version()}".encode()
+    ).hexdigest()[:16]
+    path = ctx.dir / "devnode-bundle" / key / "net-node"
+    if not path.is_file():
+        build_devnode_bundle(path)
+    return path
 
 
 def render(ctx: CycleContext) -> str:
     facts = ctx.facts
     network = ctx.network_file()
     out = ctx.dir / "render" / facts["revision"]
-    inputs = render_inputs(ctx, network)
-    genesis = render_cache.cached_genesis(out, inputs) if inputs else None
-    if genesis is not None:
-        facts.update(render_dir=str(out), expected_genesis=genesis)
-        return f"{genesis} (render reused: same inputs, checked)"
-    from ops_tools.chainspec.render import render as render_spec
-
-    rendered = render_spec(
+    genesis, reused = render_cache.render_cached(
+        out,
+        render_inputs(ctx, network),
         network,
         Path(facts["node_binary"]),
         Path(facts["runtime"]),
         pallet_suite_revision=facts["revision"],
     )
-    render_cache.forget(out)
-    rendered.write(out)
-    if inputs:
-        render_cache.record(out, inputs)
-    facts.update(render_dir=str(out), expected_genesis=rendered.manifest["genesis_hash"])
-    return str(facts["expected_genesis"])
+    facts.update(render_dir=str(out), expected_genesis=genesis)
+    return f"{genesis} (render reused: same inputs, checked)" if reused else genesis
 
 
 def render_inputs(ctx: CycleContext, network: Path) -> render_cache.RenderInputs | None:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ops_tools.build.artifact import sha256_file
-from ops_tools.chain.rpc import RpcClient, RpcError
+from ops_tools.chain.rpc import RpcError
+from ops_tools.chain.status import WaitTimeout, wait_finality_advances, wait_serving
+from ops_tools.checksums import sha256_file
 from ops_tools.reset.context import CycleContext, CycleFailed
 from ops_tools.reset.nodes import Node
 
@@ -146,23 +147,13 @@ def verify(ctx: CycleContext) -> str:
 
         ctx.wait_on_host(node, f"serve genesis {expected}", check)
     url = ctx.public_url()
-    client = RpcClient(url, timeout=3)
-    deadline = time.monotonic() + ctx.opts.timeout_s
-    start = None
-    while True:
-        try:
-            if client.genesis_hash() == expected:
-                now = client.finalized_number()
-                start = now if start is None else start
-                if now > start:
-                    break
-        except RpcError:
-            pass
-        if time.monotonic() > deadline:
-            raise CycleFailed(
-                f"the public endpoint {url} does not serve genesis {expected} with finality"
-                f" advancing after {ctx.opts.timeout_s:.0f} s"
-            )
-        time.sleep(0.5)
+    try:
+        wait_serving(url, expected, ctx.opts.timeout_s)
+        wait_finality_advances(url, ctx.opts.timeout_s)
+    except (WaitTimeout, RpcError) as exc:
+        raise CycleFailed(
+            f"the public endpoint {url} does not serve genesis {expected} with finality"
+            f" advancing: {exc}"
+        ) from None
     ctx.facts.setdefault("downtime_to", time.time())
     return f"every node and {url} serve {expected}; finality advancing"

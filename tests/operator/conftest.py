@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import hashlib
 import http.server
 import json
 import os
@@ -29,6 +28,7 @@ import pytest
 import yaml
 
 from ops_tools.chainspec.runtime import build_runtime_blob
+from ops_tools.checksums import sha256_file
 from ops_tools.devnode.runtime.blob import VERSION
 from tests.conftest import ROOT, free_port
 
@@ -49,10 +49,6 @@ RECAP = re.compile(
     r"unreachable=(?P<unreachable>\d+)\s+failed=(?P<failed>\d+)",
     re.MULTILINE,
 )
-
-
-def sha256_file(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def rpc(url: str, method: str, params: list | None = None, timeout: float = 3.0) -> object:
