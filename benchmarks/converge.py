@@ -2,7 +2,7 @@
 Ansible's own strategy (``--strategy ansible``: ansible.cfg's free) and with mitogen's
 (``--strategy mitogen``, the default of ops-tools).
 
-    python benchmarks/converge.py [--repeat N]
+    python benchmarks/converge.py [--repeat N] [--strategy mitogen|ansible]
 
 Runs in a temporary NET_LOCALNET_DIR (ports of inventories/local must be free) and purges it.
 """
@@ -66,8 +66,10 @@ def measure(strategy: str, repeat: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3, help="no-change runs per strategy")
+    parser.add_argument("--strategy", choices=("mitogen", "ansible"), action="append",
+                        help="measure only this strategy (repeatable; default: both)")
     args = parser.parse_args()
-    for strategy in ("mitogen", "ansible"):
+    for strategy in args.strategy or ("mitogen", "ansible"):
         measure(strategy, args.repeat)
 
 
