@@ -14,7 +14,7 @@ import pytest
 from tests.ansible.conftest import ROOT, VENV_BIN, ansible_env
 from tests.hosts.hosts import missing_tools, stop_fleet
 
-ROLES = ["node", "authority", "rpc"]
+ROLES = sorted(p.parents[2].name for p in ROOT.glob("roles/*/molecule/systemd/molecule.yml"))
 STEPS = ("create", "prepare", "converge", "idempotence", "check", "verify", "destroy")
 
 

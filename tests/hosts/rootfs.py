@@ -58,6 +58,8 @@ class Recipe:
         "iproute2",
         "ca-certificates",
         "procps",
+        # The edge role's nginx (roles/edge): the hosts have no way to a Debian mirror.
+        "nginx",
     )
     customise: str = field(default=_CUSTOMISE)
 
