@@ -19,6 +19,9 @@ PREFIX = "opt/net/venv"
 SITE = f"{PREFIX}/lib/python3.11/site-packages"
 # docs/development.md: the services use chainspec and chain; the gateway and worker use wallet.
 PACKAGES = ("services", "chain", "chainspec", "wallet")
+# Imported by what the sources import, without being its declared requirement: fastapi's
+# templating (the explorer's pages) needs jinja2.
+EXTRA_MODULES = {"jinja2"}
 SCRIPTS = ("net-faucet", "net-attestation", "net-explorer", "net-gateway", "net-worker",
            "net-indexer", "net-indexer-processor")
 
@@ -60,7 +63,7 @@ def _scripts() -> dict[str, str]:
 
 def build(out: Path) -> None:
     own = _suite_files()
-    site = {**_distribution_files(distribution_closure(imported_top_level(own))), **own}
+    site = {**_distribution_files(distribution_closure(imported_top_level(own) | EXTRA_MODULES)), **own}
     with tarfile.open(out, "w:gz", compresslevel=1) as tar:
 
         def add(name: str, data: bytes, mode: int = 0o644) -> None:
