@@ -63,7 +63,8 @@ def _scripts() -> dict[str, str]:
 
 def build(out: Path) -> None:
     own = _suite_files()
-    site = {**_distribution_files(distribution_closure(imported_top_level(own) | EXTRA_MODULES)), **own}
+    dists = distribution_closure(imported_top_level(own) | EXTRA_MODULES)
+    site = {**_distribution_files(dists), **own}
     with tarfile.open(out, "w:gz", compresslevel=1) as tar:
 
         def add(name: str, data: bytes, mode: int = 0o644) -> None:
