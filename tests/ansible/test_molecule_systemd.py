@@ -72,6 +72,9 @@ def _section(out: str, step: str) -> str:
 
 
 @pytest.mark.slow
+# A test waits for its scenario, which may start only after others finished (PARALLEL at a time);
+# each scenario's own limit is the molecule run's timeout.
+@pytest.mark.timeout(1500 * ((len(ROLES) + PARALLEL - 1) // PARALLEL) + 120)
 @pytest.mark.skipif(bool(missing_tools()), reason="systemd test hosts need root and "
                     f"{', '.join(missing_tools())} (scripts/bootstrap)")
 @pytest.mark.parametrize("role", ROLES)
