@@ -18,6 +18,11 @@ Latency is to the last byte of the answer. Overhead = the path's percentile minu
 path's at the same concurrency. A development node on free ports provides the chain the
 gateway needs (registration, epochs). Everything listens on loopback and is stopped at the end.
 The load generator shares the machine's cores with the servers: figures are upper bounds.
+
+"proxy CPU ms/req" is the CPU time (user and system, every thread) the path's proxies (worker;
+gateway and worker; LiteLLM) spent per request, background loops included: unlike latency it
+does not grow with what else runs on the machine, so it is the figure to compare on a loaded
+one. The 1-minute load average is printed at the start and the end.
 """
 
 from __future__ import annotations
@@ -56,6 +61,9 @@ MODEL = "net-test-chat"
 SECRET = secrets.token_urlsafe(24)
 OPERATOR = "//BenchOperator"
 TOKEN = 10**12
+# The testnet's epoch (600 blocks): the worker's on-chain heartbeat, a second or two of CPU in
+# substrate-interface, comes once an hour there, not every few seconds of the run.
+EPOCH_BLOCKS = 600
 BODY: dict[str, Any] = {"model": MODEL, "max_tokens": 16,
                         "messages": [{"role": "user", "content": "benchmark the hot path"}]}
 
@@ -74,11 +82,13 @@ class Procs:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.procs: list[subprocess.Popen[bytes]] = []
+        self.pids: dict[str, int] = {}
 
     def start(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
         with (self.root / f"{name}.log").open("wb") as log:
             self.procs.append(subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
                                                start_new_session=True, env=env))
+        self.pids[name] = self.procs[-1].pid
 
     def stop(self) -> None:
         for proc in reversed(self.procs):
@@ -113,15 +123,42 @@ def ensure_litellm() -> Path | None:
     return exe
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """User and system CPU time of ``pids`` and their children so far (every thread): what the
+    proxies spend, whatever else runs on the machine."""
+    total = 0
+    for pid in pids:
+        for child in [pid, *_children(pid)]:
+            with contextlib.suppress(OSError):
+                fields = Path(f"/proc/{child}/stat").read_text().rpartition(")")[2].split()
+                total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            text = (task / "children").read_text().split()
+            for child in map(int, text):
+                out += [child, *_children(child)]
+    return out
+
+
+# The processes each path adds in front of the engine (their CPU time is reported per request).
+PROXIES = {"direct": [], "worker": ["worker"], "gateway": ["gateway", "worker"],
+           "litellm": ["litellm"]}
+
+
 @contextlib.contextmanager
-def stack(root: Path, with_litellm: bool) -> Iterator[dict[str, str]]:
+def stack(root: Path, with_litellm: bool) -> Iterator[dict[str, Any]]:
     procs = Procs(root)
     node = DevNode(root / "node", str(raw_spec(plain_spec(root / "plain.json",
                                                           chain_id="bench_net", slot_ms=1000,
-                                                          epoch_length=20))),
+                                                          epoch_length=EPOCH_BLOCKS))),
                    name="bench").start()
     try:
-        urls: dict[str, str] = {}
+        urls: dict[str, Any] = {}
         engine_port = free_port()
         procs.start("engine", [str(BIN / "net-test-engine"), "--port", str(engine_port),
                                "--model", MODEL])
@@ -133,7 +170,7 @@ def stack(root: Path, with_litellm: bool) -> Iterator[dict[str, str]]:
         db_url = f"sqlite:///{root / 'gateway.db'}"
         (root / "gateway.yml").write_text(yaml.safe_dump({
             "listen_port": gw_port, "state_dir": str(root / "gw"), "database_url": db_url,
-            "rpc_url": node.ws, "log_level": "warning", "chain_poll_s": 1.0,
+            "rpc_url": node.ws, "log_level": "warning",
             "worker_secret_file": secret_file(root / "gw.secret", SECRET),
         }))
         procs.start("gateway", [str(BIN / "net-gateway"), "--config", str(root / "gateway.yml")])
@@ -141,7 +178,7 @@ def stack(root: Path, with_litellm: bool) -> Iterator[dict[str, str]]:
         (root / "worker.yml").write_text(yaml.safe_dump({
             "listen_port": w_port, "gateway_url": urls["gateway"], "rpc_url": node.ws,
             "engine_url": urls["direct"], "capacity": 256, "models": [MODEL],
-            "log_level": "warning", "tick_s": 1.0,
+            "log_level": "warning",
             "gateway_secret_file": secret_file(root / "w.secret", SECRET),
             "dev_suri_file": secret_file(root / "w.suri", OPERATOR),
         }))
@@ -171,6 +208,7 @@ def stack(root: Path, with_litellm: bool) -> Iterator[dict[str, str]]:
             urls["litellm"] = f"http://127.0.0.1:{lt_port}"
             wait(lambda: httpx.get(urls["litellm"] + "/health/liveliness").status_code == 200,
                  180, "litellm")
+        urls["pids"] = procs.pids
         yield urls
     finally:
         procs.stop()
@@ -251,14 +289,21 @@ def main() -> int:
                    "gateway": {"Authorization": f"Bearer {key}"},
                    "litellm": {"Authorization": "Bearer unused"}}
         paths = [p for p in ("direct", "worker", "gateway", "litellm") if p in urls]
+        pids = urls.pop("pids")
+        print(f"load average at start: {os.getloadavg()[0]:.2f} (1 min)")
         print(f"{'stream':>6} {'conc':>4} {'path':>8} {'p50 ms':>8} {'p99 ms':>8}"
-              f" {'p50 overhead':>13} {'p99 overhead':>13}")
+              f" {'p50 overhead':>13} {'p99 overhead':>13} {'proxy CPU ms/req':>17}")
         for stream in (False, True):
             for concurrency in (1, 16, 64):
                 base: tuple[float, float] | None = None
                 for path in paths:
+                    proxies = [pids[name] for name in PROXIES[path]]
+                    cpu_before = cpu_seconds(proxies)
                     results = asyncio.run(run_path(urls[path], headers[path], stream,
                                                    concurrency, args.requests))
+                    # Every request the proxies served, the warm-up's included.
+                    cpu = (cpu_seconds(proxies) - cpu_before) * 1000 / (
+                        args.requests + 2 * concurrency)
                     lat = [x for x in results if x is not None]
                     failed = len(results) - len(lat)
                     if not lat:
@@ -273,7 +318,8 @@ def main() -> int:
                         over = (f"{p50 - base[0]:+.2f}", f"{p99 - base[1]:+.2f}")
                     note = f"  ({failed} of {len(results)} failed)" if failed else ""
                     print(f"{stream!s:>6} {concurrency:>4} {path:>8} {p50:>8.2f} {p99:>8.2f}"
-                          f" {over[0]:>13} {over[1]:>13}{note}", flush=True)
+                          f" {over[0]:>13} {over[1]:>13} {cpu:>17.2f}{note}", flush=True)
+        print(f"load average at end: {os.getloadavg()[0]:.2f} (1 min)")
     return 0
 
 

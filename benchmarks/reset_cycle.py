@@ -54,43 +54,63 @@ def ops(env: dict[str, str], *args: str) -> tuple[float, dict]:
 class ReadyWatch:
     """Polls every public service's /ready during a reset: each service's downtime runs from
     its first answer that is not ready (or of another genesis) to its first ready answer on
-    the new genesis (the chain check's detail is the genesis the service serves)."""
+    the new genesis (the chain check's detail is the genesis the service serves). The docs
+    site is always up; its figure runs from the public RPC's first answer that is not the old
+    genesis to the first time its current release (``release.json``) names the new one."""
 
     def __init__(self, public: dict) -> None:
         self.urls = {k: v for k, v in public.items() if k != "rpc_url" and v}
+        self.rpc = public["rpc_url"].replace("ws://", "http://")
         self.samples: list[tuple[float, str, bool, str]] = []
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._poll, daemon=True)
 
+    def _sample(self, client: httpx.Client, name: str, url: str) -> tuple[bool, str]:
+        if name == "docs_url":
+            body = client.get(url.rstrip("/") + "/releases/current/release.json").json()
+            return True, body.get("genesis_hash", "")
+        body = client.get(url.rstrip("/") + "/ready").json()
+        checks = body.get("checks") or body.get("error", {}).get("checks") or []
+        genesis = next((c.get("detail", "") for c in checks if c.get("name") == "chain"), "")
+        return body.get("ready") is True, genesis
+
     def _poll(self) -> None:
+        request = {"jsonrpc": "2.0", "id": 1, "method": "chain_getBlockHash", "params": [0]}
         with httpx.Client(timeout=2) as client:
             while not self.stop.is_set():
+                try:
+                    genesis = client.post(self.rpc, json=request).json().get("result") or ""
+                except (httpx.HTTPError, ValueError):
+                    genesis = ""
+                self.samples.append((time.monotonic(), "rpc_url", bool(genesis), genesis))
                 for name, url in self.urls.items():
-                    ok, genesis = False, ""
                     try:
-                        body = client.get(url.rstrip("/") + "/ready").json()
-                        ok = body.get("ready") is True
-                        checks = body.get("checks") or body.get("error", {}).get("checks") or []
-                        genesis = next((c.get("detail", "") for c in checks
-                                        if c.get("name") == "chain"), "")
+                        ok, genesis = self._sample(client, name, url)
                     except (httpx.HTTPError, ValueError):
-                        pass
+                        ok, genesis = False, ""
                     self.samples.append((time.monotonic(), name, ok, genesis))
                 self.stop.wait(0.2)
 
+    def _window(self, name: str) -> tuple[float | None, float | None]:
+        seen = [(t, ok, g) for t, n, ok, g in self.samples if n == name]
+        before = next((g for _, ok, g in seen if ok), None)
+        down = next((t for t, ok, g in seen if not ok or g != before), None)
+        up = next((t for t, ok, g in seen
+                   if down is not None and t > down and ok and g != before), None)
+        return down, up
+
     def report(self) -> list[str]:
         lines = []
+        rpc_down, _ = self._window("rpc_url")
         for name in self.urls:
-            seen = [(t, ok, g) for t, n, ok, g in self.samples if n == name]
-            before = next((g for _, ok, g in seen if ok), None)
-            down = next((t for t, ok, g in seen if not ok or g != before), None)
-            up = next((t for t, ok, g in seen
-                       if down is not None and t > down and ok and g != before), None)
+            down, up = self._window(name)
+            if name == "docs_url":
+                down = rpc_down
             if down is None or up is None:
                 lines.append(f"{name}: no ready answer on a new genesis seen")
             else:
-                lines.append(f"{name}: /ready on the new genesis {up - down:.1f} s after it"
-                             " stopped answering ready")
+                lines.append(f"{name}: ready on the new genesis {up - down:.1f} s after it"
+                             " stopped being ready on the old one")
         return lines
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from ops_tools.atomic import staged_dir
 from ops_tools.build.manifest import LOG_FILE, MANIFEST_FILE, validate_manifest
 from ops_tools.chainspec.hashing import blake2_256
+from ops_tools.checksums import sha256_file
 from ops_tools.errors import InputError
 
 
@@ -30,14 +31,6 @@ class Artifact:
     @property
     def key(self) -> str:
         return str(self.manifest["key"])
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def runtime_digests(blob: bytes) -> tuple[str, str]:

@@ -16,7 +16,6 @@ from ops_tools.build.artifact import (
     Artifact,
     load_artifact,
     runtime_digests,
-    sha256_file,
     write_artifact,
 )
 from ops_tools.build.cargo import CargoResult, LocalCargo, cargo_args
@@ -32,6 +31,7 @@ from ops_tools.build.lock import file_lock
 from ops_tools.build.manifest import node_manifest
 from ops_tools.build.refs import classify_repo, is_full_sha, redact, validate_ref
 from ops_tools.chainspec.runtime import read_runtime_version
+from ops_tools.checksums import sha256_file
 from ops_tools.errors import InputError, OpsError
 
 DEFAULT_FEATURES: tuple[str, ...] = (smoke.DEV_RUNTIME_FEATURE,)

@@ -15,11 +15,10 @@ import importlib.metadata as md
 import io
 import json
 import sys
+import sysconfig
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-
-from packaging.requirements import Requirement
 
 import ops_tools
 from ops_tools.atomic import write_bytes
@@ -28,7 +27,7 @@ from ops_tools.errors import InputError
 # The development node and what it imports from the suite (docs/development.md: devnode uses
 # chainspec only).
 BUNDLED_PACKAGES = ("devnode", "chainspec")
-BUNDLED_MODULES = ("__init__.py", "errors.py", "atomic.py")
+BUNDLED_MODULES = ("__init__.py", "errors.py", "atomic.py", "checksums.py")
 ENTRY = "ops_tools.devnode.cli:main"
 SHEBANG = b"#!/usr/bin/env python3\n"
 _EPOCH = (1980, 1, 1, 0, 0, 0)
@@ -70,6 +69,8 @@ def imported_top_level(sources: dict[str, bytes]) -> set[str]:
 def distribution_closure(modules: set[str]) -> dict[str, str]:
     """name -> installed version of the distributions providing these modules and of everything
     they require (markers evaluated for this interpreter, no extras)."""
+    from packaging.requirements import Requirement
+
     providers = md.packages_distributions()
     missing = sorted(m for m in modules if m not in providers)
     if missing:
@@ -118,6 +119,27 @@ def _zip(entries: dict[str, bytes]) -> bytes:
             info.create_system = 3
             zf.writestr(info, entries[name], compresslevel=6)
     return buf.getvalue()
+
+
+def source_digest() -> str:
+    """A digest of what a bundle is built from, cheap enough to ask before every publish (tens
+    of milliseconds, where a build takes seconds): the suite's bundled files, the bootstrap,
+    this builder, the interpreter's version and the installed distributions by name and version
+    (the names of the ``*.dist-info`` directories; working out which of them the development
+    node imports is what makes a build slow, so all of them count)."""
+    digest = hashlib.sha256()
+    for name, data in sorted(_source_files().items()):
+        digest.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
+    here = Path(__file__).parent
+    for own in ("bundle_bootstrap.py", Path(__file__).name):
+        digest.update(hashlib.sha256((here / own).read_bytes()).digest())
+    digest.update(f"python {sys.version_info.major}.{sys.version_info.minor}\0".encode())
+    paths = sysconfig.get_paths()
+    for site_dir in sorted({paths["purelib"], paths["platlib"]}):
+        root = Path(site_dir)
+        if root.is_dir():
+            digest.update("\0".join(sorted(p.name for p in root.glob("*.dist-info"))).encode())
+    return digest.hexdigest()
 
 
 def build_devnode_bundle(out: Path) -> Bundle:

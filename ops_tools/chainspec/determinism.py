@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -37,27 +38,38 @@ class DeterminismResult:
     difference: str | None
 
 
-def _render_in(variant: dict[str, object], base: Path, render_args: list[str]) -> Path:
+@dataclass(frozen=True)
+class RenderRequest:
+    """What a render reads, with absolute paths (the renders run in other directories)."""
+
+    network: Path
+    node: Path
+    runtime: Path | None = None
+    revision: str | None = None
+    artifact: dict[str, object] | None = None
+
+
+def _render_in(variant: dict[str, object], base: Path, request: RenderRequest) -> Path:
     work = base / f"cwd-{variant['PYTHONHASHSEED']}"
     tmp = base / f"tmp-{variant['PYTHONHASHSEED']}"
     out = base / f"out-{variant['PYTHONHASHSEED']}"
     for d in (work, tmp):
         d.mkdir()
+    request_file = base / f"request-{variant['PYTHONHASHSEED']}.json"
+    request_file.write_text(json.dumps({
+        "network": str(request.network.resolve()),
+        "node": str(request.node.resolve()),
+        "runtime": str(request.runtime.resolve()) if request.runtime else None,
+        "revision": request.revision,
+        "artifact": request.artifact,
+        "out": str(out),
+    }))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LC_", "PYTHONHASHSEED"))}
     env.update({k: str(v) for k, v in variant.items() if k != "umask"})
     env["TMPDIR"] = str(tmp)
     umask = int(variant["umask"])  # type: ignore[call-overload]
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "ops_tools.cli.main",
-            "chainspec",
-            "render",
-            *render_args,
-            "--out",
-            str(out),
-        ],
+        [sys.executable, "-m", "ops_tools.chainspec.render_worker", str(request_file)],
         cwd=work,
         env=env,
         capture_output=True,
@@ -73,11 +85,10 @@ def _render_in(variant: dict[str, object], base: Path, render_args: list[str]) -
     return out
 
 
-def verify_determinism(render_args: list[str]) -> DeterminismResult:
-    """``render_args`` are render's own options with absolute paths (the renders run elsewhere)."""
+def verify_determinism(request: RenderRequest) -> DeterminismResult:
     with tempfile.TemporaryDirectory(prefix="determinism-") as tmp:
         base = Path(tmp)
-        a, b = (_render_in(v, base, render_args) for v in VARIANTS)
+        a, b = (_render_in(v, base, request) for v in VARIANTS)
         manifest = orjson.loads((a / "manifest.json").read_bytes())
         for name in FILES:
             ba, bb = (a / name).read_bytes(), (b / name).read_bytes()

@@ -22,6 +22,7 @@ from ops_tools.chainspec.network import load_network
 from ops_tools.chainspec.plain import plain_spec
 from ops_tools.chainspec.runtime import read_runtime_version
 from ops_tools.chainspec.spec import CODE_KEY, LoadedSpec, decode_hex
+from ops_tools.checksums import sha256_file
 from ops_tools.errors import InputError, OpsError
 
 NODE_TIMEOUT_S = 300
@@ -157,7 +158,7 @@ def render(
             "spec_version": rv.spec_version if rv else None,
             "state_version": info.state_version,
         },
-        "node": {"version": version, "sha256": hashlib.sha256(node.read_bytes()).hexdigest()},
+        "node": {"version": version, "sha256": sha256_file(node)},
         "plain_spec_sha256": hashlib.sha256(plain).hexdigest(),
         "raw_spec_sha256": hashlib.sha256(raw).hexdigest(),
         "genesis_hash": "0x" + info.genesis_hash.hex(),

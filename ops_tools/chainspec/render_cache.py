@@ -102,3 +102,34 @@ def forget(out: Path) -> None:
 
 def record(out: Path, inputs: RenderInputs) -> None:
     atomic.write_bytes(out / INPUTS_FILE, json.dumps(asdict(inputs), sort_keys=True).encode())
+
+
+def render_cached(
+    out: Path,
+    inputs: RenderInputs | None,
+    network: Path,
+    node: Path,
+    runtime: Path | None = None,
+    *,
+    pallet_suite_revision: str | None = None,
+) -> tuple[str, bool]:
+    """Render ``network`` into ``out`` unless the render there was made from ``inputs`` and
+    checks out (without inputs: always render); returns (genesis hash, reused)."""
+    genesis = cached_genesis(out, inputs) if inputs is not None else None
+    if genesis is not None:
+        return genesis, True
+    from ops_tools.chainspec.render import render
+
+    rendered = render(network, node, runtime, pallet_suite_revision=pallet_suite_revision)
+    forget(out)
+    current = out / "raw.json"
+    # Same bytes, same file: leaving it untouched keeps a no-change run free of changes.
+    if not (
+        current.exists()
+        and current.read_bytes() == rendered.raw
+        and (out / "manifest.json").exists()
+    ):
+        rendered.write(out)
+    if inputs is not None:
+        record(out, inputs)
+    return str(rendered.manifest["genesis_hash"]), False

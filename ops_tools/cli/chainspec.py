@@ -194,14 +194,12 @@ def verify_determinism_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Render twice in different environments (cwd, TMPDIR, TZ, locale, seed, umask); compare."""
-    from ops_tools.chainspec.determinism import verify_determinism
+    from ops_tools.chainspec.determinism import RenderRequest, verify_determinism
 
-    args = ["--network", str(network.resolve())]
-    for flag, value in (("--node", node), ("--runtime", runtime), ("--artifact", artifact)):
-        if value is not None:
-            args += [flag, str(value.resolve())]
+    node_path, runtime_path, revision, provenance = _resolve_inputs(node, runtime, artifact)
+    request = RenderRequest(network, node_path, runtime_path, revision, provenance)
     with progress("rendering twice", not json_out):
-        result = verify_determinism(args)
+        result = verify_determinism(request)
     if json_out:
         print_json(result.__dict__)
     elif result.identical:

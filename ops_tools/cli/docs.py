@@ -37,7 +37,11 @@ def publish(
     render_dir: Path = typer.Option(
         ..., "--render-dir", help="Output of 'ops-tools chainspec render' (raw.json, manifest)."
     ),
-    node_binary: Path = typer.Option(..., "--node-binary", help="The node the network runs."),
+    node_binary: Path | None = typer.Option(
+        None, "--node-binary",
+        help="The node binary (substrate). Not used for devnode: the release carries the"
+        " development-node bundle built from this controller's sources.",
+    ),
     node_kind: str = typer.Option(
         "substrate", "--node-kind", help="substrate (a node binary) or devnode (development node)."
     ),
@@ -47,39 +51,43 @@ def publish(
     endpoint: list[str] = typer.Option(
         [], "--endpoint", help="With --site: a public endpoint, NAME=URL."
     ),
+    bundle_cache: Path | None = typer.Option(
+        None, "--bundle-cache",
+        help="devnode: cache of development-node bundles (default"
+        " ~/.cache/net-ops/devnode-bundles).",
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
-    """Make a render the current release; the one before it is marked replaced."""
-    from ops_tools.docsite.store import publish_release
+    """Make a render the current release; the one before it is marked replaced. With --site,
+    nothing is done when the served site was published from the same inputs."""
+    from ops_tools.docsite.publish import Release, publish_site
 
     endpoints = _endpoints(endpoint)  # bad input refused before anything is written
-    result = publish_release(store, render_dir, node_binary, node_kind)
-    built = None
-    if site is not None:
-        from ops_tools.docsite.build import build_site, default_sources
+    release = Release(render_dir, node_kind, node_binary)
+    if site is None:
+        from ops_tools.docsite.publish import publish_store
 
-        with progress("building the docs site", not json_out):
-            built = build_site(default_sources(PROJECT_ROOT), store, endpoints, site.absolute())
+        result = publish_store(store, release, bundle_cache=bundle_cache)
+        out = {"changed": result.changed, "published": result.changed,
+               "current": result.current["genesis_hash"],
+               "replaced": result.replaced["genesis_hash"] if result.replaced else None,
+               "store": str(store)}
+    else:
+        with progress("publishing the release and building the docs site", not json_out):
+            done = publish_site(store, site, endpoints, release, project_root=PROJECT_ROOT,
+                                bundle_cache=bundle_cache)
+        out = {**done.to_json(), "store": str(store)}
     if json_out:
-        out = {
-            "changed": result.changed or bool(built and built.changed),
-            "published": result.changed,
-            "current": result.current["genesis_hash"],
-            "replaced": result.replaced["genesis_hash"] if result.replaced else None,
-            "store": str(store),
-        }
-        if built is not None:
-            out.update(_built_json(built))
         print_json(out)
         return
-    if not result.changed:
-        console.print(f"release {result.current['genesis_hash']} is already current in {store}")
-    else:
-        console.print(f"current release: {result.current['genesis_hash']}")
-    if result.replaced:
-        console.print(f"replaced: {result.replaced['genesis_hash']}")
-    if built is not None:
-        _print_built(built)
+    state = "published" if out["published"] else "already current"
+    console.print(f"release {out['current']}: {state} in {store}", markup=False)
+    if out.get("replaced"):
+        console.print(f"replaced: {out['replaced']}", markup=False)
+    if site is not None:
+        built = "built" if out["built"] else "unchanged"
+        console.print(f"{built}: {out['site']} -> {out['build']} ({out['pages']} pages)",
+                      markup=False)
 
 
 def _built_json(built: Built) -> dict[str, object]:

@@ -61,6 +61,12 @@ def _add_gateway(app: typer.Typer) -> None:
     app.add_typer(gateway.app, name="gateway")
 
 
+def _add_operator(app: typer.Typer) -> None:
+    from ops_tools.cli import operator
+
+    app.add_typer(operator.app, name="operator")
+
+
 # In the order the help lists them.
 COMMANDS: dict[str, Callable[[typer.Typer], None]] = {
     "chainspec": _add_chainspec,
@@ -69,6 +75,7 @@ COMMANDS: dict[str, Callable[[typer.Typer], None]] = {
     "reset-cycle": _add_reset_cycle,
     "status": _add_status,
     "gateway": _add_gateway,
+    "operator": _add_operator,
     "docs": _add_docs,
 }
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import subprocess
@@ -16,7 +15,7 @@ from typing import Any
 from ops_tools.chain.rpc import RpcClient, RpcError
 from ops_tools.chain.status import wait_finality_advances, wait_serving
 from ops_tools.chainspec import render_cache
-from ops_tools.chainspec.render import Rendered, render
+from ops_tools.checksums import sha256_file
 from ops_tools.deploy.manifests import (
     MANIFEST_NAME,
     SERVICE_MANIFEST_NAME,
@@ -73,18 +72,6 @@ def supervisor_conf(state: Path) -> Path:
     return state / "supervisor" / "supervisord.conf"
 
 
-def _write_if_changed(rendered: Rendered, out: Path) -> None:
-    # Same bytes, same file: leaving it untouched keeps a no-change run free of changes.
-    current = out / "raw.json"
-    if (
-        current.exists()
-        and current.read_bytes() == rendered.raw
-        and (out / "manifest.json").exists()
-    ):
-        return
-    rendered.write(out)
-
-
 def render_local_spec(node: Path, out: Path) -> tuple[str, bool]:
     """Render the local spec into ``out`` unless the render there has the same inputs (and
     checks out); (genesis hash, reused)."""
@@ -96,18 +83,7 @@ def render_local_spec(node: Path, out: Path) -> tuple[str, bool]:
         revision=None,
         renderer=render_cache.renderer_version(),
     )
-    genesis = render_cache.cached_genesis(out, inputs)
-    if genesis is not None:
-        return genesis, True
-    rendered = render(LOCAL_NETWORK, node)
-    render_cache.forget(out)
-    _write_if_changed(rendered, out)
-    render_cache.record(out, inputs)
-    return rendered.manifest["genesis_hash"], False
-
-
-def sha256_file(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return render_cache.render_cached(out, inputs, LOCAL_NETWORK, node)
 
 
 def up(on_step: Callable[[str], None] = lambda _: None, strategy: str | None = None) -> UpResult:

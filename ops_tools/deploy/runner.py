@@ -6,6 +6,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,8 +83,10 @@ def run_playbook(
     *,
     on_task: Callable[[str], None] | None = None,
     strategy: str | None = None,
+    cancel: threading.Event | None = None,
 ) -> PlaybookResult:
-    """Run ``playbook`` on ``inventory``; ``on_task`` is told each task's name as it starts."""
+    """Run ``playbook`` on ``inventory``; ``on_task`` is told each task's name as it starts.
+    Setting ``cancel`` stops the run (for a run in a thread whose caller gave up)."""
     selected = strategy_env(strategy)
     result = PlaybookResult(ok=False, rc=-1)
 
@@ -115,6 +118,7 @@ def run_playbook(
             },
             quiet=True,
             event_handler=handler,
+            cancel_callback=cancel.is_set if cancel is not None else None,
             settings={"suppress_ansible_output": True},
         )
         # Read everything from the run before its private directory goes away.

@@ -1,22 +1,25 @@
 """Build the site: stage the Markdown (the project's docs, the operator guides, the generated
-pages and the release files), run ``mkdocs build --strict``, check its links, and switch the
+pages and the release files), run MkDocs' build in strict mode, check its links, and switch the
 served directory to the new build in one rename.
 
 ``<site>`` is a symbolic link to ``<site>.builds/<digest>``; a build whose staged inputs are
 the same as the served build's is skipped (``changed`` false), so a converge that changes
 nothing rebuilds nothing.
+
+The release files (a development-node bundle is tens of MB) never go through MkDocs: each is
+staged as a small stand-in holding its sha256 (so the digest and MkDocs' link validation see
+it), and the build's stand-ins are replaced by hard links to the store's files afterwards.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,21 +29,15 @@ from ops_tools.docsite import pages
 from ops_tools.docsite.identity import ChainIdentity, identity_of_file
 from ops_tools.docsite.linkcheck import check_site
 from ops_tools.docsite.releases import CURRENT, current_release
+from ops_tools.docsite.sources import Sources, default_sources
 from ops_tools.docsite.store import RAW, read_index
 from ops_tools.errors import InputError, OpsError
 
-MKDOCS_TIMEOUT_S = 300
 KEEP_BUILDS = 2
-
-
-@dataclass(frozen=True)
-class Sources:
-    """What the site is made of, besides the release store."""
-
-    mkdocs_config: Path
-    docs_dir: Path
-    # Destination in the site (e.g. "operators/full-node.md") -> Markdown file in the project.
-    guides: dict[str, Path] = field(default_factory=dict)
+__all__ = ["Built", "Sources", "build_site", "default_sources", "stage"]
+# The readiness document: what the deployment, ops-tools status and the reset cycle compare with
+# the genesis the network serves (GET {docs_url}/releases/current/release.json).
+RELEASE_JSON = "release.json"
 
 
 @dataclass(frozen=True)
@@ -51,20 +48,6 @@ class Built:
     digest: str
     current_genesis: str | None
     pages: int
-
-
-def default_sources(project_root: Path) -> Sources:
-    return Sources(
-        mkdocs_config=project_root / "mkdocs.yml",
-        docs_dir=project_root / "docs",
-        guides={
-            "operators/full-node.md": project_root / "inventories" / "operator" / "README.md",
-            "operators/testnet-inventory.md": project_root
-            / "inventories"
-            / "testnet"
-            / "README.md",
-        },
-    )
 
 
 def _title(markdown: Path) -> str:
@@ -82,10 +65,24 @@ def _link_or_copy(src: Path, dest: Path) -> None:
         shutil.copy2(src, dest)
 
 
-def stage(
-    sources: Sources, store: Path, endpoints: dict[str, str], docs: Path
-) -> tuple[dict[str, Any], str | None]:
-    """Write the site's Markdown and release files into ``docs``; (mkdocs config, genesis)."""
+def release_document(release: dict[str, Any]) -> dict[str, Any]:
+    """``/releases/current/release.json``: the current release as a program reads it."""
+    keys = ("genesis_hash", "chain_id", "chain_name", "pallet_suite_revision",
+            "runtime_spec_version", "node_kind", "node_version", "node_file", "published_at",
+            "updated_at", "files")
+    return {"schema": 1, "status": CURRENT, **{k: release.get(k) for k in keys}}
+
+
+@dataclass(frozen=True)
+class Staged:
+    config: dict[str, Any]
+    genesis: str | None
+    # Path in the site -> the store's file its stand-in is replaced with after the build.
+    release_files: dict[str, Path]
+
+
+def stage(sources: Sources, store: Path, endpoints: dict[str, str], docs: Path) -> Staged:
+    """Write the site's Markdown and the release files' stand-ins into ``docs``."""
     index = read_index(store)
     current = current_release(index)
     identity: ChainIdentity | None = None
@@ -114,14 +111,24 @@ def stage(
         (docs / rel).parent.mkdir(parents=True, exist_ok=True)
         (docs / rel).write_text(text)
     # The release files: every release under its genesis hash, the current one also as current/.
+    release_files: dict[str, Path] = {}
     for release in index["releases"]:
         folders = [release["genesis_hash"]]
         if release.get("status") == CURRENT:
             folders.append("current")
-        for name in release["files"]:
+        for name, meta in release["files"].items():
+            src = store / release["genesis_hash"] / name
+            if not src.is_file():
+                raise InputError(f"release store {store}: {src} is listed in its index but missing")
             for folder in folders:
-                src = store / release["genesis_hash"] / name
-                _link_or_copy(src, docs / "releases" / folder / name)
+                rel = f"releases/{folder}/{name}"
+                (docs / rel).parent.mkdir(parents=True, exist_ok=True)
+                (docs / rel).write_text(f"{meta['sha256']}\n")
+                release_files[rel] = src
+    if current is not None:
+        (docs / "releases" / "current" / RELEASE_JSON).write_text(
+            json.dumps(release_document(current), indent=1, sort_keys=True) + "\n"
+        )
     try:
         config = yaml.safe_load(sources.mkdocs_config.read_text())
     except (OSError, yaml.YAMLError) as exc:
@@ -140,7 +147,7 @@ def stage(
     ]
     if endpoints.get("docs_url"):
         config["site_url"] = endpoints["docs_url"].rstrip("/") + "/"
-    return config, current["genesis_hash"] if current else None
+    return Staged(config, current["genesis_hash"] if current else None, release_files)
 
 
 def _digest(root: Path, config: dict[str, Any]) -> str:
@@ -158,24 +165,47 @@ def _tool_versions() -> str:
     return f"mkdocs {version('mkdocs')}; material {version('mkdocs-material')}"
 
 
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(f"{record.levelname}: {record.getMessage()}")
+
+
 def run_mkdocs(config_file: Path) -> None:
-    # Not --quiet: it hides the warnings from the counter that makes --strict fail the build.
-    proc = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config_file)],
-        capture_output=True,
-        text=True,
-        timeout=MKDOCS_TIMEOUT_S,
-        check=False,
-        env={**os.environ, "NO_MKDOCS_2_WARNING": "1", "NO_COLOR": "1"},
-    )
-    if proc.returncode != 0:
-        lines = [
-            ln for ln in (proc.stderr + proc.stdout).splitlines()
-            if ln.startswith(("WARNING", "ERROR", "Aborted", "Error", "Config"))
-        ]
-        raise OpsError(
-            "mkdocs build --strict failed: " + (" | ".join(lines[-8:]) or f"exit {proc.returncode}")
-        )
+    """MkDocs' own build, strict, in this process: a second interpreter would cost more than
+    the build of the site's few pages."""
+    os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")
+    from mkdocs.commands.build import build
+    from mkdocs.config import load_config
+    from mkdocs.exceptions import MkDocsException
+
+    log = logging.getLogger("mkdocs")
+    collect = _Collect()
+    saved = log.level, log.propagate
+    # Strict mode counts the WARNINGs that reach mkdocs' logger, whatever the host process
+    # (ops-tools, an Ansible worker) configured; they are reported here, not on stderr.
+    log.setLevel(logging.WARNING)
+    log.propagate = False
+    log.addHandler(collect)
+    try:
+        build(load_config(str(config_file), strict=True))
+    except (MkDocsException, OSError) as exc:
+        shown = " | ".join([*collect.lines[-8:], exc.format_message()
+                            if isinstance(exc, MkDocsException) else str(exc)])
+        raise OpsError(f"mkdocs build --strict failed: {shown}") from None
+    finally:
+        log.removeHandler(collect)
+        log.level, log.propagate = saved
+
+
+def _put_release_files(out: Path, release_files: dict[str, Path]) -> None:
+    for rel, src in release_files.items():
+        dest = out / rel
+        dest.unlink()
+        _link_or_copy(src, dest)
 
 
 def build_site(
@@ -189,7 +219,8 @@ def build_site(
     builds.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".stage-", dir=builds) as tmp:
         docs = Path(tmp) / "docs"
-        config, genesis = stage(sources, store, endpoints, docs)
+        staged = stage(sources, store, endpoints, docs)
+        config, genesis = staged.config, staged.genesis
         digest = _digest(docs, config)[:20]
         final = builds / digest
         served = Path(os.readlink(site)).name if site.is_symlink() else None
@@ -200,6 +231,7 @@ def build_site(
         config_file = Path(tmp) / "mkdocs.yml"
         config_file.write_text(yaml.safe_dump(config, sort_keys=False))
         run_mkdocs(config_file)
+        _put_release_files(out, staged.release_files)
         broken = check_site(out)
         if broken:
             shown = "; ".join(str(b) for b in broken[:5])

@@ -106,7 +106,8 @@ def _files_table(release: dict[str, Any], folder: str) -> str:
         "raw.json": "raw chain spec",
         "manifest.json": "render manifest (provenance)",
         "net-node": "node binary (dev-runtime feature)",
-        "devnode": "development-node launcher (runs the devnode of this repository's .venv)",
+        "devnode": "development node, one self-contained executable (runs with a Debian 12"
+        " host's `python3`; `./devnode --version`)",
     }
     rows = [
         f"| [{name}]({folder}/{name}) | {what.get(name, '')} | `{meta['sha256']}`"
@@ -147,6 +148,10 @@ def release_page(index: dict[str, Any], docs_url: str | None) -> str:
         f"The same files stay at `/releases/{current['genesis_hash']}/` after this release is"
         " replaced. Check a download with `sha256sum FILE` and the spec's genesis with"
         " `ops-tools chainspec genesis-hash raw.json`.",
+        "",
+        "For programs, the same as JSON: [`current/release.json`](current/release.json)"
+        " (`genesis_hash`, `published_at`, `files` with their sha256); it names the genesis the"
+        " site publishes, which must be the one the network serves.",
         "",
         "In an operator inventory (`group_vars/full_nodes.yml`):",
         "",

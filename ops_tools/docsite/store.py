@@ -3,15 +3,15 @@
     <store>/index.json                 the releases, newest first (releases.py)
     <store>/<genesis hash>/raw.json    the raw chain spec, byte for byte as rendered
     <store>/<genesis hash>/manifest.json   the render manifest (provenance)
-    <store>/<genesis hash>/<node file>     the node binary, or the development-node launcher
+    <store>/<genesis hash>/<node file>     the node binary, or the development-node bundle
 
 The site copies the store under ``/releases/``, and ``/releases/current/`` is the current one.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
+import os
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,22 +19,16 @@ from typing import Any
 
 from ops_tools import atomic
 from ops_tools.chainspec.genesis import genesis_of_file
+from ops_tools.checksums import sha256_file
 from ops_tools.docsite.releases import Published, check_index, empty_index, publish
 from ops_tools.errors import InputError
 
 INDEX = "index.json"
 RAW = "raw.json"
 MANIFEST = "manifest.json"
-# Node file names in a release: the real node, or the development node's launcher.
+# Node file names in a release: the real node, or the development node as one executable file
+# (ops_tools.build.devnode_bundle; docsite.bundle caches it).
 NODE_FILES = {"substrate": "net-node", "devnode": "devnode"}
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def read_index(store: Path) -> dict[str, Any]:
@@ -64,9 +58,12 @@ def _read_manifest(render_dir: Path) -> dict[str, Any]:
     return manifest
 
 
-def release_from_render(render_dir: Path, node_binary: Path, node_kind: str) -> dict[str, Any]:
+def release_from_render(
+    render_dir: Path, node_binary: Path, node_kind: str, node_sha256: str | None = None
+) -> dict[str, Any]:
     """The release a render output and its node make, checked: the raw spec's genesis (computed
-    here, offline) and sha256 must be the ones its manifest records."""
+    here, offline) and sha256 must be the ones its manifest records. ``node_sha256``: the node's,
+    when the caller knows it (a cached bundle records it), else computed here."""
     if node_kind not in NODE_FILES:
         raise InputError(f"--node-kind {node_kind!r}: expected one of {', '.join(NODE_FILES)}")
     if not node_binary.is_file():
@@ -104,26 +101,36 @@ def release_from_render(render_dir: Path, node_binary: Path, node_kind: str) -> 
                 "sha256": sha256_file(render_dir / MANIFEST),
                 "size": (render_dir / MANIFEST).stat().st_size,
             },
-            node_name: {"sha256": sha256_file(node_binary), "size": node_binary.stat().st_size},
+            node_name: {
+                "sha256": node_sha256 or sha256_file(node_binary),
+                "size": node_binary.stat().st_size,
+            },
         },
         "node_file": node_name,
     }
 
 
-def _copy(src: Path, dest: Path, sha256: str, mode: int) -> None:
+def _copy(src: Path, dest: Path, sha256: str, mode: int, link: bool = False) -> None:
     if dest.exists() and sha256_file(dest) == sha256:
         return
     tmp = dest.with_name(f".{dest.name}.tmp")
-    shutil.copyfile(src, tmp)
-    tmp.chmod(mode)
+    tmp.unlink(missing_ok=True)
+    try:
+        if not link:
+            raise OSError("copy asked")
+        os.link(src, tmp)  # a cached bundle (tens of MB) is never changed in place: share it
+    except OSError:
+        shutil.copyfile(src, tmp)
+        tmp.chmod(mode)
     tmp.replace(dest)
 
 
 def publish_release(
-    store: Path, render_dir: Path, node_binary: Path, node_kind: str, now: str | None = None
+    store: Path, render_dir: Path, node_binary: Path, node_kind: str, now: str | None = None,
+    node_sha256: str | None = None,
 ) -> Published:
     """Make the render in ``render_dir`` the store's current release (idempotent)."""
-    release = release_from_render(render_dir, node_binary, node_kind)
+    release = release_from_render(render_dir, node_binary, node_kind, node_sha256)
     index = read_index(store)
     stamp = now or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     new_index, result = publish(index, release, stamp)
@@ -136,7 +143,7 @@ def publish_release(
     _copy(render_dir / RAW, folder / RAW, files[RAW]["sha256"], 0o644)
     _copy(render_dir / MANIFEST, folder / MANIFEST, files[MANIFEST]["sha256"], 0o644)
     node = release["node_file"]
-    _copy(node_binary, folder / node, files[node]["sha256"], 0o755)
+    _copy(node_binary, folder / node, files[node]["sha256"], 0o755, link=node_sha256 is not None)
     for stale in folder.iterdir():  # a node file of another kind, left by an earlier publish
         if stale.name not in files:
             stale.unlink()

@@ -16,7 +16,7 @@ from ops_tools.errors import InputError
 @dataclass
 class PhaseRecord:
     name: str
-    status: str  # running | done | failed
+    status: str  # running | done | failed | interrupted (killed while running)
     started: float
     finished: float | None = None
     detail: str = ""
@@ -70,6 +70,13 @@ class Journal:
 
     def finish(self, record: PhaseRecord, detail: str = "") -> None:
         record.status, record.finished, record.detail = "done", time.time(), detail
+        self.save()
+
+    def mark_interrupted(self) -> None:
+        """On resume: a phase still "running" belongs to a cycle that was killed in it."""
+        for record in self.phases:
+            if record.status == "running":
+                record.status, record.detail = "interrupted", "the cycle stopped in this phase"
         self.save()
 
     def fail(self, record: PhaseRecord, error: str) -> None:

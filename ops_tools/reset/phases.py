@@ -12,6 +12,9 @@ class Phase(StrEnum):
     DECIDE = "decide"
     PREFLIGHT = "preflight"
     STOP_SERVICES = "stop-services"
+    # The platform services re-converged with the new render, in the background while the
+    # network is down: they come up at once, not ready until the chain serves their genesis.
+    RESTART_SERVICES = "restart-services"
     STOP_NODES = "stop-nodes"
     RESET_AUTHORITIES = "reset-authorities"  # purge chain data (keys kept), push binary + spec
     START_AUTHORITIES = "start-authorities"
@@ -20,7 +23,7 @@ class Phase(StrEnum):
     START_RPC = "start-rpc"
     VERIFY = "verify"
     PUBLISH = "publish"  # the docs site's current release becomes the new genesis
-    SERVICES = "services"  # each off-chain service's declared reset action
+    SERVICES = "services"  # declared reset actions; every service ready on the new genesis
     RECORD = "record"  # re-converge with the roles: host manifests now describe the new chain
     ROLL_BINARY = "roll-binary"  # same genesis, new binary: rolling re-provision
 
@@ -30,6 +33,7 @@ INSPECT = [Phase.BUILD, Phase.RENDER, Phase.COMPARE, Phase.DECIDE]
 RESET = [
     Phase.PREFLIGHT,
     Phase.STOP_SERVICES,
+    Phase.RESTART_SERVICES,
     Phase.STOP_NODES,
     Phase.RESET_AUTHORITIES,
     Phase.START_AUTHORITIES,

@@ -68,3 +68,11 @@ def rendered_spec(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     assert proc.returncode == 0, tail(proc)
     return out
+
+
+def shutdown_supervisord(root: Path) -> None:
+    """Stop the supervisord a test's run of a role started under ``root`` (and its programs)."""
+    conf = root / "supervisor" / "supervisord.conf"
+    if conf.exists():
+        subprocess.run(["supervisorctl", "-c", str(conf), "shutdown"], capture_output=True,
+                       timeout=120, check=False)

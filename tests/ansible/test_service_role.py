@@ -11,7 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.ansible.conftest import ROOT, VENV_BIN, ansible_env, run, tail
+from tests.ansible.conftest import (
+    ROOT,
+    VENV_BIN,
+    ansible_env,
+    run,
+    shutdown_supervisord,
+    tail,
+)
 from tests.conftest import free_port
 
 PLAYBOOK = ROOT / "tests" / "ansible" / "playbooks" / "apply_service.yml"
@@ -28,10 +35,7 @@ def state(tmp_path: Path) -> Iterator[Path]:
     try:
         yield tmp_path
     finally:
-        conf = tmp_path / "supervisor" / "supervisord.conf"
-        if conf.exists():
-            subprocess.run(["supervisorctl", "-c", str(conf), "shutdown"], capture_output=True,
-                           timeout=120, check=False)
+        shutdown_supervisord(tmp_path)
 
 
 def converge(state: Path, port: int, slow_s: float, *extra: str) -> dict:

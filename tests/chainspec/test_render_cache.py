@@ -111,6 +111,7 @@ def test_the_renderer_version_follows_the_renderers_source(tmp_path, monkeypatch
 
 def test_the_cycle_renders_once_per_inputs(tmp_path, monkeypatch):
     from ops_tools.chainspec.render import builtin_runtime
+    from ops_tools.reset import inspection
     from ops_tools.reset.cycle import Options, ResetCycle
 
     monkeypatch.setenv("NET_OPS_STATE", str(tmp_path / "state"))
@@ -125,15 +126,16 @@ def test_the_cycle_renders_once_per_inputs(tmp_path, monkeypatch):
         "runtime_sha256": hashlib.sha256(runtime.read_bytes()).hexdigest(),
         "node_version": "devnode test",
     }
-    cycle.facts = dict(facts)
-    first = cycle._render()
+    ctx = cycle.ctx
+    ctx.facts = dict(facts)
+    first = inspection.render(ctx)
     assert "reused" not in first
-    expected = cycle.facts["expected_genesis"]
-    cycle.facts = dict(facts)
-    assert cycle._render() == f"{expected} (render reused: same inputs, checked)"
-    assert cycle.facts["expected_genesis"] == expected
+    expected = ctx.facts["expected_genesis"]
+    ctx.facts = dict(facts)
+    assert inspection.render(ctx) == f"{expected} (render reused: same inputs, checked)"
+    assert ctx.facts["expected_genesis"] == expected
     # a new renderer (its source changed) renders again
     monkeypatch.setattr(render_cache, "renderer_version", lambda: "0.1.0+another")
-    cycle.facts = dict(facts)
-    assert "reused" not in cycle._render()
-    assert cycle.facts["expected_genesis"] == expected
+    ctx.facts = dict(facts)
+    assert "reused" not in inspection.render(ctx)
+    assert ctx.facts["expected_genesis"] == expected

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import getpass
+import html
+import re
 import shutil
 import subprocess
 import time
@@ -21,6 +23,8 @@ import pytest
 from ops_tools.chainspec.runtime import build_runtime_blob
 from ops_tools.devnode.runtime.blob import VERSION
 from ops_tools.docsite.build import Built, build_site, default_sources
+from ops_tools.docsite.bundle import CachedBundle, cached_bundle
+from ops_tools.docsite.publish import Release, SiteResult, publish_site
 from ops_tools.docsite.store import publish_release
 from tests.conftest import ROOT, free_port
 
@@ -54,6 +58,13 @@ def renders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"first": render(base / "first"), "second": render(base / "second", blob)}
 
 
+@pytest.fixture(scope="session")
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> CachedBundle:
+    """The development-node bundle of this checkout, built once per session into a cache of
+    the session's own (a build takes seconds)."""
+    return cached_bundle(tmp_path_factory.mktemp("bundles"))
+
+
 @dataclass
 class Site:
     store: Path
@@ -61,10 +72,18 @@ class Site:
     endpoints: dict[str, str]
 
     def publish(self, render_dir: Path, now: str | None = None) -> None:
+        """The store alone, with the development node's launcher as the release's node file
+        (what the page and index tests need; the served bundle has tests of its own)."""
         publish_release(self.store, render_dir, DEVNODE, "devnode", now=now)
 
     def build(self) -> Built:
         return build_site(default_sources(ROOT), self.store, self.endpoints, self.site)
+
+    def publish_site(self, release: Release, bundle_cache: Path | None = None,
+                     check: bool = False) -> SiteResult:
+        """What the docs role does: publish (the bundle for devnode), build, record."""
+        return publish_site(self.store, self.site, self.endpoints, release,
+                            project_root=ROOT, bundle_cache=bundle_cache, check=check)
 
 
 @pytest.fixture
@@ -134,8 +153,17 @@ def nginx(tmp_path: Path) -> Iterator[Nginx]:
 
 
 def fetch(url: str) -> bytes:
-    with urllib.request.urlopen(url, timeout=10) as resp:
+    with urllib.request.urlopen(url, timeout=60) as resp:
         return resp.read()
+
+
+def listed(nginx: Nginx) -> dict[str, str]:
+    """The inventory lines the release page gives for the current release, as a reader sees
+    them (the page's text, tags and highlighting stripped)."""
+    page = html.unescape(re.sub(r"<[^>]+>", "", fetch(nginx.url + "/releases/").decode()))
+    found = dict(re.findall(r"^(genesis_preflight_\w+): (\S+)$", page, re.M))
+    assert len(found) == 4, page
+    return found
 
 
 # The operator suite's fixtures (an sshd on a loopback address, two development-node

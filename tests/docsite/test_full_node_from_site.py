@@ -1,28 +1,20 @@
 """An operator's full node provisioned from the docs site: playbooks/full_node.yml with
-genesis_preflight_chainspec_src (and the node) pointing at the site's /releases/current/ files
-and the sha256 its release page lists; after a network reset the same URLs give the new
-genesis, and a re-run moves the node to it."""
+genesis_preflight_chainspec_src and genesis_preflight_binary_src pointing at the site's
+/releases/current/ files (the raw spec and the development-node bundle) and the sha256 its
+release page lists; after a network reset the same URLs give the new genesis, and a re-run
+moves the node to it."""
 
 from __future__ import annotations
 
-import html
 import json
-import re
 from pathlib import Path
 
 import pytest
 
-from tests.docsite.conftest import Nginx, Site, fetch
+from ops_tools.docsite.bundle import CachedBundle
+from ops_tools.docsite.publish import Release
+from tests.docsite.conftest import Nginx, Site, listed
 from tests.operator.conftest import HOST, LocalNet, Operator, PlayResult, Rendered, rpc
-
-
-def listed(nginx: Nginx) -> dict[str, str]:
-    """The inventory lines the release page gives for the current release, as a reader sees
-    them (the page's text, tags and highlighting stripped)."""
-    page = html.unescape(re.sub(r"<[^>]+>", "", fetch(nginx.url + "/releases/").decode()))
-    found = dict(re.findall(r"^(genesis_preflight_\w+): (\S+)$", page, re.M))
-    assert len(found) == 4, page
-    return found
 
 
 def play_from_site(
@@ -34,19 +26,22 @@ def play_from_site(
 @pytest.mark.slow
 def test_full_node_from_the_sites_current_release(
     specs: dict[str, Rendered], localnet: LocalNet, operator: Operator, nginx: Nginx,
-    tmp_path: Path,
+    bundle: CachedBundle, tmp_path: Path,
 ) -> None:
     current, other = specs["current"], specs["other"]
     localnet.start(current)
     site = Site(tmp_path / "store", tmp_path / "site",
                 {"rpc_url": localnet.rpc_url, "docs_url": nginx.url})
-    site.publish(current.raw.parent)
-    site.build()
+    cache = bundle.path.parent.parent
+    site.publish_site(Release(current.raw.parent, "devnode"), bundle_cache=cache)
     nginx.start(site.site)
 
     shown = listed(nginx)
     assert shown["genesis_preflight_chainspec_src"] == nginx.url + "/releases/current/raw.json"
     assert shown["genesis_preflight_chainspec_sha256"] == current.sha256
+    # The node is the site's bundle, not this checkout's devnode.
+    assert shown["genesis_preflight_binary_src"] == nginx.url + "/releases/current/devnode"
+    assert shown["genesis_preflight_binary_sha256"] == bundle.sha256
     first = play_from_site(operator, localnet, current, nginx)
     assert first.rc == 0 and first.recap[HOST]["failed"] == 0, first.output
     assert rpc(operator.rpc_url, "chain_getBlockHash", [0]) == current.genesis
@@ -55,8 +50,7 @@ def test_full_node_from_the_sites_current_release(
     # A reset onto another revision; the site publishes the new genesis at the same URL.
     localnet.stop()
     localnet.start(other)
-    site.publish(other.raw.parent)
-    site.build()
+    site.publish_site(Release(other.raw.parent, "devnode"), bundle_cache=cache)
     index = json.loads((site.store / "index.json").read_text())
     assert [r["genesis_hash"] for r in index["releases"]] == [other.genesis, current.genesis]
     assert listed(nginx)["genesis_preflight_chainspec_sha256"] == other.sha256

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -80,7 +81,8 @@ class TestHost:
                               capture_output=True, text=True, timeout=120, check=False)
         if proc.returncode != 0:
             raise TestHostError(f"scp to {self.name} failed: {proc.stderr.strip()}")
-        proc = self.ssh(f"sudo install -D -m {mode} {tmp} {remote} && rm -f {tmp}")
+        install = shlex.join(["sudo", "install", "-D", "-m", mode, tmp, remote])
+        proc = self.ssh(f"{install} && rm -f {shlex.quote(tmp)}")
         if proc.returncode != 0:
             raise TestHostError(f"install on {self.name} failed: {proc.stderr.strip()}")
 

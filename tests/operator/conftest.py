@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import hashlib
 import http.server
 import json
 import os
@@ -29,6 +28,7 @@ import pytest
 import yaml
 
 from ops_tools.chainspec.runtime import build_runtime_blob
+from ops_tools.checksums import sha256_file
 from ops_tools.devnode.runtime.blob import VERSION
 from tests.conftest import ROOT, free_port
 
@@ -49,10 +49,6 @@ RECAP = re.compile(
     r"unreachable=(?P<unreachable>\d+)\s+failed=(?P<failed>\d+)",
     re.MULTILINE,
 )
-
-
-def sha256_file(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def rpc(url: str, method: str, params: list | None = None, timeout: float = 3.0) -> object:
@@ -434,3 +430,16 @@ def operator(sshd: Sshd) -> Iterator[Operator]:
     finally:
         op.stop()
         shutil.rmtree(op.root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def ports_net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    """Every service onboarding talks to, on free loopback ports (onboard_stacks.ports_stack);
+    shared by the onboarding end to end and the refusal tests."""
+    from tests.operator.onboard_stacks import ports_stack
+
+    with ports_stack(tmp_path_factory.mktemp("onboard-ports"), ONBOARD_PASSPHRASE) as net:
+        yield net
+
+
+ONBOARD_PASSPHRASE = "onboarding test passphrase 7f3a"

@@ -12,6 +12,7 @@ from ops_tools.reset.decide import Action, Observed, decide
 from ops_tools.reset.hooks import load_hooks
 from ops_tools.reset.journal import Journal
 from ops_tools.reset.lock import LockHeld, cycle_lock
+from ops_tools.reset.nodes import LOCAL, machine_of
 from ops_tools.reset.phases import DESTRUCTIVE, INSPECT, RESET, Phase
 
 G_OLD, G_NEW = "0x" + "11" * 32, "0x" + "22" * 32
@@ -82,6 +83,18 @@ def test_journal_round_trip_and_resume_point(tmp_path):
     assert (tmp_path / "journal.json").stat().st_mode & 0o777 == 0o600
 
 
+def test_a_phase_killed_while_running_is_marked_interrupted_on_resume(tmp_path):
+    j = Journal.new(tmp_path / "journal.json", "c1", "inv", "repo", "main")
+    j.finish(j.begin("stop-nodes"))
+    j.begin("reset-authorities")  # then SIGKILL: nothing records its end
+    loaded = Journal.load(tmp_path / "journal.json")
+    loaded.mark_interrupted()
+    again = Journal.load(tmp_path / "journal.json")
+    assert [(p.name, p.status) for p in again.phases] == [
+        ("stop-nodes", "done"), ("reset-authorities", "interrupted")]
+    assert not again.done("reset-authorities")
+
+
 def test_missing_journal_is_a_clear_error(tmp_path):
     with pytest.raises(InputError, match="no reset cycle to resume"):
         Journal.load(tmp_path / "journal.json")
@@ -145,3 +158,32 @@ def test_service_hooks_declare_what_a_reset_does():
         load_hooks(
             [{"name": "x", "host": "nope", "reset": "restart", "stop": "a", "start": "b"}], {"svc"}
         )
+
+
+def test_pyinfra_reaches_a_host_as_ansible_does():
+    name, data = machine_of({
+        "ansible_host": "10.0.0.5", "ansible_port": 2222, "ansible_user": "deploy",
+        "ansible_become": True, "ansible_ssh_private_key_file": "/keys/id",
+        "ansible_ssh_common_args": "-o UserKnownHostsFile=/keys/known_hosts -o IdentitiesOnly=yes",
+    }, "authority-0")
+    assert name == "10.0.0.5:2222"
+    assert data["ssh_user"] == "deploy" and data["ssh_key"] == "/keys/id"
+    assert data["_sudo"] is True
+    # ansible.cfg: host_key_checking = true. An unknown key is refused, never added.
+    assert data["ssh_strict_host_key_checking"] == "yes"
+    assert data["ssh_known_hosts_file"] == "/keys/known_hosts"
+
+
+def test_pyinfra_host_key_checking_follows_the_inventorys_ssh_settings():
+    _, plain = machine_of({"ansible_host": "h"}, "h")
+    assert plain["ssh_strict_host_key_checking"] == "yes"
+    assert "_sudo" not in plain and "ssh_known_hosts_file" not in plain
+    _, off = machine_of({"ansible_host": "h", "ansible_host_key_checking": False}, "h")
+    assert off["ssh_strict_host_key_checking"] == "no"
+    _, explicit = machine_of({"ansible_host": "h",
+                              "ansible_ssh_extra_args": "-oStrictHostKeyChecking=accept-new"}, "h")
+    assert explicit["ssh_strict_host_key_checking"] == "accept-new"
+    _, other_user = machine_of({"ansible_host": "h", "ansible_become": "yes",
+                                "ansible_become_user": "net"}, "h")
+    assert other_user["_sudo"] is True and other_user["_sudo_user"] == "net"
+    assert machine_of({"ansible_connection": "local"}, "h") == (LOCAL, {})

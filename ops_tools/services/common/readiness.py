@@ -60,9 +60,11 @@ class ChainWatch:
                 return self._seen[1]
         genesis = self.rpc.genesis_hash().lower()
         with self._lock:
-            self._seen = (now, genesis)
             if self.expected is None:
                 self.expected = genesis
+            # Only the expected answer is kept: a service waiting for its network (a reset in
+            # progress) turns ready at the first poll that sees it, not a cache period later.
+            self._seen = (now, genesis) if genesis == self.expected else None
         return genesis
 
     def check(self) -> CheckResult:

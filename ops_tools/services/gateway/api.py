@@ -1,9 +1,11 @@
 """The OpenAI routes and the worker-facing routes of the gateway.
 
 Hot path of an inference request: parse (orjson), one database transaction for the budget
-reservation (and the rate window when the key has limits), a pooled keep-alive HTTP request to the
-least busy eligible worker, the answer relayed as it comes. The receipt is written after the
-answer has left, in the background, while the reservation still holds the budget.
+reservation (and the rate window when the key has limits), a pooled keep-alive HTTP request
+(aiohttp) to the least busy eligible worker, the answer relayed as it comes, chunk by chunk. The
+receipt is written after the answer has left, in the background, while the reservation still holds
+the budget; a streamed answer releases what it holds however it ends (``Relay``), also when the
+client left before the first chunk.
 """
 
 from __future__ import annotations
@@ -11,17 +13,23 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
+import aiohttp
 import orjson
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
 from ops_tools.services.gateway import openai_errors as oe
 from ops_tools.services.gateway import store, wire
 from ops_tools.services.gateway.announce import verify_announce
+from ops_tools.services.gateway.asgi_stream import (
+    DisconnectWatch,
+    Receive,
+    Send,
+    body_message,
+    start_message,
+)
 from ops_tools.services.gateway.router import Worker
 from ops_tools.services.gateway.service import GatewayState
 from ops_tools.services.gateway.sse import DONE, EventSplitter, StreamTally, classify, error_event
@@ -29,6 +37,10 @@ from ops_tools.wallet.heartbeat_payload import verify_heartbeat_payload
 
 TEST_MODE_HEADER = "X-Net-Test-Mode"
 JSON = "application/json"
+SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"),
+               (b"cache-control", b"no-cache")]
+UPSTREAM_ERRORS = (aiohttp.ClientError, TimeoutError)
+CLIENT_CLOSED = 499  # nginx's status for a client that went away: only logs and metrics see it
 
 
 def error_response(exc: oe.OpenAIError) -> Response:
@@ -76,9 +88,7 @@ class GatewayApi:
         price = state.price(parsed.model)
         max_cost = price.cost(parsed.max_input_tokens, parsed.max_output_tokens)
         try:
-            reservation = await state.write(
-                store.reserve, state.engine, key, max_cost, time.time()
-            )
+            reservation = await state.account(store.reserve, key, max_cost, time.time())
         except store.KeyRejected as rejected:
             raise _rejection(rejected) from None
         receipt = {
@@ -88,22 +98,32 @@ class GatewayApi:
             "status": "failed", "error": None, "genesis_hash": state.genesis_hash,
             "created_at": time.time(),
         }
+        # From here the request holds a reservation: a client that goes away cancels the rest
+        # (not before: a reservation committed by a cancelled thread hop would never be released).
+        watch = DisconnectWatch(request.receive)
         handed_off = False
         try:
-            response = await self._dispatch(parsed, reservation, receipt, request_id)
-            handed_off = isinstance(response, StreamingResponse)
+            response = await self._dispatch(parsed, reservation, receipt, request_id, watch)
+            handed_off = isinstance(response, Relay)
             return response
         except oe.OpenAIError as exc:
             receipt["error"] = exc.message
             raise
+        except asyncio.CancelledError:
+            if not watch.absorb():
+                raise
+            # Before the worker answered: its request is closed, nothing is billed.
+            receipt["error"] = "client disconnected before the answer"
+            receipt["cost"], receipt["status"] = 0, "failed"
+            return Response(b"", CLIENT_CLOSED)
         finally:
-            if not handed_off:  # the streaming body writes its own receipt when it ends
-                state.spawn(state.write(store.settle_request, state.engine, reservation,
-                                              receipt))
+            if not handed_off:  # a streamed answer writes its own receipt when it ends
+                watch.close()
+                state.spawn(state.account(store.settle_request, reservation, receipt))
 
     async def _dispatch(
         self, parsed: wire.ParsedRequest, reservation: store.Reservation,
-        receipt: dict[str, Any], request_id: str,
+        receipt: dict[str, Any], request_id: str, watch: DisconnectWatch,
     ) -> Response:
         state = self.state
         router = state.router
@@ -134,26 +154,26 @@ class GatewayApi:
                 worker.inflight -= 1
                 raise
             headers = {"X-Net-Operator": worker.operator}
-            if upstream.status_code >= 400:  # the engine refused the request itself: relay it
-                body = await upstream.aread()
-                await upstream.aclose()
-                worker.inflight -= 1
+            if upstream.status >= 400:  # the engine refused the request itself: relay it
+                try:
+                    body = await upstream.read()
+                except UPSTREAM_ERRORS:
+                    body = b""
+                finally:
+                    upstream.release()
+                    worker.inflight -= 1
                 router.succeeded(worker)
-                receipt["error"] = f"engine answered {upstream.status_code}"
-                return Response(body, upstream.status_code, headers=headers, media_type=JSON)
+                receipt["error"] = f"engine answered {upstream.status}"
+                return Response(body, upstream.status, headers=headers, media_type=JSON)
             if parsed.stream:
-                return StreamingResponse(
-                    self._relay(upstream, worker, parsed, reservation, receipt),
-                    media_type="text/event-stream",
-                    headers={**headers, "Cache-Control": "no-cache"},
-                )
+                return Relay(self, upstream, worker, parsed, reservation, receipt, watch)
             try:
-                body = await upstream.aread()
-            except httpx.HTTPError as exc:
+                body = await upstream.read()
+            except UPSTREAM_ERRORS as exc:
                 router.failed(worker, state.clock())
                 raise oe.upstream_failed(f"reading the answer: {type(exc).__name__}") from None
             finally:
-                await upstream.aclose()
+                upstream.release()
                 worker.inflight -= 1
             router.succeeded(worker)
             self._bill(parsed, receipt, _usage_of(body))
@@ -162,19 +182,20 @@ class GatewayApi:
 
     async def _send(
         self, worker: Worker, path: str, payload: bytes, request_id: str
-    ) -> httpx.Response:
+    ) -> aiohttp.ClientResponse:
+        """The worker's answer, its status and headers read (the body not yet)."""
         client = self.state.client
-        request = client.build_request(
-            "POST", worker.endpoint + path, content=payload,
-            headers={"Content-Type": JSON, "X-Request-Id": request_id},
-        )
+        assert client is not None
         try:
-            response = await client.send(request, stream=True)
-        except httpx.HTTPError as exc:
+            response = await client.post(
+                worker.endpoint + path, data=payload,
+                headers={"Content-Type": JSON, "X-Request-Id": request_id},
+            )
+        except UPSTREAM_ERRORS as exc:
             raise Upstream(f"{type(exc).__name__} from {worker.endpoint}") from None
-        if response.status_code >= 500:
-            await response.aclose()
-            raise Upstream(f"{worker.endpoint} answered {response.status_code}")
+        if response.status >= 500:
+            response.close()
+            raise Upstream(f"{worker.endpoint} answered {response.status}")
         return response
 
     def _bill(
@@ -189,45 +210,6 @@ class GatewayApi:
         cost = self.state.price(parsed.model).cost(prompt, completion)
         receipt["cost"] = min(cost, receipt["reserved"])
         receipt["status"] = "ok"
-
-    async def _relay(
-        self, upstream: httpx.Response, worker: Worker, parsed: wire.ParsedRequest,
-        reservation: store.Reservation, receipt: dict[str, Any],
-    ) -> AsyncIterator[bytes]:
-        state = self.state
-        tally = StreamTally()
-        splitter = EventSplitter()
-        try:
-            async for chunk in upstream.aiter_raw():
-                out = []
-                for event in splitter.feed(chunk):
-                    if event == DONE:
-                        tally.done = True
-                        continue
-                    if classify(event, tally) and not parsed.client_wants_usage:
-                        continue
-                    out.append(event + b"\n\n")
-                if out:
-                    yield b"".join(out)
-            if not tally.done:
-                raise httpx.RemoteProtocolError("the stream ended without [DONE]")
-            state.router.succeeded(worker)
-            self._bill(parsed, receipt, (tally.prompt_tokens, tally.completion_tokens))
-            yield DONE + b"\n\n"
-        except httpx.HTTPError as exc:
-            state.router.failed(worker, state.clock())
-            receipt["error"] = f"worker failed mid-stream after {tally.chunks} chunks: " \
-                f"{type(exc).__name__}"
-            receipt["output_tokens"] = tally.chunks
-            yield error_event(receipt["error"])
-        except asyncio.CancelledError:  # the client went away: bill what it was sent, nothing
-            receipt["error"] = f"client disconnected after {tally.chunks} chunks"
-            raise
-        finally:
-            worker.inflight -= 1
-            await upstream.aclose()
-            state.spawn(state.write(store.settle_request, state.engine, reservation,
-                                          receipt))
 
     # --- the rest of the OpenAI API --------------------------------------------------------
     async def _require_key(self, request: Request) -> str:
@@ -339,6 +321,71 @@ class GatewayApi:
             "chain_error": state.chain_error, "live_workers_per_model": live, "workers": rows,
             "test_mode": True,
         }), media_type=JSON)
+
+
+class Relay:
+    """A streamed answer relayed to the client as plain ASGI, chunk by chunk: complete events
+    pass through as the worker sent them (only the usage chunk the client did not ask for is
+    dropped). Whatever the request holds (the worker's slot, its upstream connection, the budget
+    reservation) is released in this response's own ``finally``, exactly once: after ``[DONE]``,
+    after a worker failure (an error event ends the stream, no ``[DONE]``), and when the client
+    disconnects, before the first chunk or later (nothing is billed then)."""
+
+    def __init__(self, api: GatewayApi, upstream: aiohttp.ClientResponse, worker: Worker,
+                 parsed: wire.ParsedRequest, reservation: store.Reservation,
+                 receipt: dict[str, Any], watch: DisconnectWatch) -> None:
+        self.api, self.upstream, self.worker, self.watch = api, upstream, worker, watch
+        self.parsed, self.reservation, self.receipt = parsed, reservation, receipt
+        self.headers = [*SSE_HEADERS, (b"x-net-operator", worker.operator.encode())]
+
+    async def __call__(self, scope: Any, receive: Receive, send: Send) -> None:
+        state, receipt, worker = self.api.state, self.receipt, self.worker
+        tally = StreamTally()
+        splitter = EventSplitter()
+        skip_usage = not self.parsed.client_wants_usage
+        clean = False
+        watch = self.watch
+        watch.follow()  # the task that runs the response (the handler's, under uvicorn)
+        try:
+            await send(start_message(200, self.headers))
+            async for chunk in self.upstream.content.iter_any():
+                out = []
+                for event in splitter.feed(chunk):
+                    if event == DONE:
+                        tally.done = True
+                        continue
+                    if classify(event, tally) and skip_usage:
+                        continue
+                    out.append(event + b"\n\n")
+                if out:
+                    await send(body_message(b"".join(out), True))
+            if not tally.done:
+                raise aiohttp.ClientPayloadError("the stream ended without [DONE]")
+            state.router.succeeded(worker)
+            self.api._bill(self.parsed, receipt, (tally.prompt_tokens, tally.completion_tokens))
+            clean = True
+            watch.close()
+            await send(body_message(DONE + b"\n\n", False))
+        except UPSTREAM_ERRORS as exc:
+            state.router.failed(worker, state.clock())
+            receipt["error"] = (f"worker failed mid-stream after {tally.chunks} chunks:"
+                                f" {type(exc).__name__}")
+            receipt["output_tokens"] = tally.chunks
+            watch.close()
+            await send(body_message(error_event(receipt["error"]), False))
+        except asyncio.CancelledError:
+            if not watch.absorb():
+                raise
+            # The client went away: nothing billed (it got no complete answer).
+            receipt["error"] = f"client disconnected after {tally.chunks} chunks"
+        finally:
+            watch.close()
+            worker.inflight -= 1
+            if clean:
+                self.upstream.release()  # read to the end: the connection goes back to the pool
+            else:
+                self.upstream.close()  # tells the worker (and its engine) to stop
+            state.spawn(state.account(store.settle_request, self.reservation, receipt))
 
 
 def _rejection(rejected: store.KeyRejected) -> oe.OpenAIError:

@@ -5,10 +5,14 @@ Blocking (substrate-interface); the service calls them in a worker thread.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
+from scalecodec.base import ScaleBytes
 from substrateinterface import Keypair, SubstrateInterface
+from substrateinterface.storage import StorageKey
 
 from ops_tools.chain.rpc import http_url
 from ops_tools.services.gateway.router import ChainView
@@ -25,15 +29,33 @@ def _ws_url(url: str) -> str:
 
 
 class ChainReader:
-    """Reads over HTTP: no WebSocket to go stale between polls."""
+    """Reads over HTTP: no WebSocket to go stale between polls.
+
+    One poll is one ``state_queryStorageAt`` of the epoch and every known operator's record at
+    the best block, decoded with the metadata loaded at connect time (substrate-interface's
+    ``query`` would re-read the head, header and runtime version for every entry: a dozen round
+    trips and their decoding a poll, on a thread that shares the interpreter with the request
+    path). The connection, and so the metadata and MinStake, is renewed every
+    ``RENEW_S`` seconds and after any failure, which picks up a runtime upgrade.
+    """
+
+    RENEW_S = 60.0
 
     def __init__(self, rpc_url: str) -> None:
         self.url = http_url(rpc_url)
         self._substrate: SubstrateInterface | None = None
+        self._connected_at = 0.0
+        self._min_stake = 0
+        self._keys: dict[str, StorageKey] = {}
 
     def _connect(self) -> SubstrateInterface:
-        if self._substrate is None:
-            self._substrate = SubstrateInterface(url=self.url, ss58_format=42)
+        now = time.monotonic()
+        if self._substrate is None or now - self._connected_at > self.RENEW_S:
+            substrate = SubstrateInterface(url=self.url, ss58_format=42)
+            substrate.init_runtime()
+            self._min_stake = int(substrate.get_constant(PALLET, "MinStake").value)
+            self._keys = {"": substrate.create_storage_key(PALLET, "CurrentEpoch")}
+            self._substrate, self._connected_at = substrate, now
         return self._substrate
 
     def genesis_hash(self) -> str:
@@ -42,17 +64,26 @@ class ChainReader:
     def read(self, operators: Iterable[str]) -> ChainView:
         try:
             substrate = self._connect()
-            epoch = int(substrate.query(PALLET, "CurrentEpoch").value)
-            min_stake = int(substrate.get_constant(PALLET, "MinStake").value)
-            stakes: dict[str, int] = {}
-            for operator in set(operators):
-                record = substrate.query(PALLET, "Operators", [operator]).value
-                if record:
-                    stakes[operator] = int(record["stake"])
+            for operator in set(operators) - self._keys.keys():
+                self._keys[operator] = substrate.create_storage_key(PALLET, "Operators",
+                                                                    [operator])
+            wanted = ["", *sorted(set(operators))]
+            by_hex = {self._keys[name].to_hex(): name for name in wanted}
+            response = substrate.rpc_request(
+                "state_queryStorageAt", [[self._keys[name].to_hex() for name in wanted], None])
+            values: dict[str, Any] = {}
+            for group in response["result"]:
+                for key_hex, data in group["changes"]:
+                    name = by_hex[key_hex]
+                    values[name] = self._keys[name].decode_scale_value(
+                        ScaleBytes(data) if data is not None else None).value
         except Exception:
             self._substrate = None  # reconnect (and reload metadata) next time
             raise
-        return ChainView(current_epoch=epoch, min_stake=min_stake, stakes=stakes)
+        stakes = {op: int(record["stake"]) for op, record in values.items()
+                  if op and record}
+        return ChainView(current_epoch=int(values[""]), min_stake=self._min_stake,
+                         stakes=stakes)
 
 
 @dataclass(frozen=True)

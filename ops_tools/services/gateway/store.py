@@ -15,13 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from sqlalchemy import Engine, delete, func, insert, or_, select, update
+from sqlalchemy import Engine, delete, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ops_tools.services.gateway.schema import (
     api_keys,
     heartbeats,
-    rate_windows,
     receipts,
     settlements,
     workers,
@@ -124,37 +123,90 @@ def revoke_key(engine: Engine, key_id: int) -> bool:
 
 
 # --- the hot path ----------------------------------------------------------------------------
+# Every inference request runs these two transactions. They are plain SQL on a pooled DBAPI
+# connection: SQLAlchemy's statement construction, cache-key generation and result processing
+# cost about 0.9 ms a transaction here, the statements themselves about 0.05 ms. The semantics
+# are those of the expression versions they replaced (tests/services/gateway/test_store.py).
+_RESERVE = (
+    "UPDATE gateway_api_keys SET reserved = reserved + {p}"
+    " WHERE key_hash = {p} AND revoked_at IS NULL"
+    " AND (budget IS NULL OR spent + reserved + {p} <= budget)"
+    " RETURNING id, account, rpm, tpm"
+)
+_KNOWN = "SELECT id FROM gateway_api_keys WHERE key_hash = {p} AND revoked_at IS NULL"
+# "window" is a keyword in both dialects.
+_COUNT = (
+    'INSERT INTO gateway_rate_windows (key_id, "window", requests, tokens) VALUES ({p}, {p}, 1, 0)'
+    ' ON CONFLICT (key_id, "window") DO UPDATE SET requests = gateway_rate_windows.requests + 1'
+    " RETURNING requests, tokens"
+)
+_RELEASE = (
+    "UPDATE gateway_api_keys SET reserved = reserved - {p}, spent = spent + {p} WHERE id = {p}"
+)
+RECEIPT_FIELDS = (
+    "id", "key_id", "payer", "operator", "worker", "model", "kind", "input_tokens",
+    "output_tokens", "cost", "reserved", "status", "error", "genesis_hash", "created_at",
+)
+_RECEIPT = (
+    "INSERT INTO gateway_receipts (id, key_id, payer, operator, worker, model, kind,"
+    " input_tokens, output_tokens, cost, reserved, status, error, genesis_hash, created_at,"
+    " settle_status) VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, {p},"
+    " {p}, {p}, 'pending')"
+)
+_TOKENS = (
+    'UPDATE gateway_rate_windows SET tokens = tokens + {p} WHERE key_id = {p} AND "window" = {p}'
+)
+
+
+def _sql(engine: Engine, template: str) -> str:
+    return template.replace("{p}", "%s" if engine.dialect.name == "postgresql" else "?")
+
+
+class _Tx:
+    """One write transaction on a raw pooled connection (SQLite: ``BEGIN IMMEDIATE``, as
+    ``_w`` does for the expression API; the pool's connections run in autocommit mode)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def __enter__(self) -> Any:
+        self.conn = self.engine.raw_connection()
+        self.cursor = self.conn.cursor()
+        if self.engine.dialect.name == "sqlite":
+            try:
+                self.cursor.execute("BEGIN IMMEDIATE")
+            except BaseException:  # (busy): the connection goes back to the pool all the same
+                self.cursor.close()
+                self.conn.close()
+                raise
+        return self.cursor
+
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
+        try:
+            if kind is None:
+                self.conn.commit()
+            else:
+                self.conn.rollback()
+        finally:
+            self.cursor.close()
+            self.conn.close()  # back to the pool
+
+
 def reserve(engine: Engine, key: str, amount: int, now: float) -> Reservation:
     """Reserve ``amount`` plancks of the key's budget and count the request in its window."""
     window = int(now // 60)
-    with _w(engine).begin() as conn:
-        row = conn.execute(
-            update(api_keys)
-            .where(
-                api_keys.c.key_hash == hash_key(key),
-                api_keys.c.revoked_at.is_(None),
-                or_(api_keys.c.budget.is_(None),
-                    api_keys.c.spent + api_keys.c.reserved + amount <= api_keys.c.budget),
-            )
-            .values(reserved=api_keys.c.reserved + amount)
-            .returning(api_keys.c.id, api_keys.c.account, api_keys.c.rpm, api_keys.c.tpm)
-        ).first()
+    key_hash = hash_key(key)
+    with _Tx(engine) as cur:
+        cur.execute(_sql(engine, _RESERVE), (amount, key_hash, amount))
+        row = cur.fetchone()
         if row is None:
-            known = conn.execute(
-                select(api_keys.c.id).where(api_keys.c.key_hash == hash_key(key),
-                                            api_keys.c.revoked_at.is_(None))
-            ).first()
+            cur.execute(_sql(engine, _KNOWN), (key_hash,))
+            known = cur.fetchone()
             raise KeyRejected("budget" if known else "invalid", retry_after=3600)
         key_id, account, rpm, tpm = row
         if rpm is not None or tpm is not None:
-            stmt = _upsert(engine, rate_windows).values(
-                key_id=key_id, window=window, requests=1, tokens=0
-            )
-            stmt = stmt.on_conflict_do_update(
-                index_elements=["key_id", "window"],
-                set_={"requests": rate_windows.c.requests + 1},
-            ).returning(rate_windows.c.requests, rate_windows.c.tokens)
-            requests, tokens = conn.execute(stmt).one()
+            cur.execute(_sql(engine, _COUNT), (key_id, window))
+            requests, tokens = cur.fetchone()
             retry = max(1, int(60 - now % 60) + 1)
             if rpm is not None and requests > rpm:
                 raise KeyRejected("rpm", rpm, retry)
@@ -165,22 +217,13 @@ def reserve(engine: Engine, key: str, amount: int, now: float) -> Reservation:
 
 def settle_request(engine: Engine, reservation: Reservation, receipt: dict[str, Any]) -> None:
     """Release the reservation, charge the actual cost and write the receipt, atomically."""
-    with _w(engine).begin() as conn:
-        conn.execute(
-            update(api_keys).where(api_keys.c.id == reservation.key_id).values(
-                reserved=api_keys.c.reserved - reservation.amount,
-                spent=api_keys.c.spent + receipt["cost"],
-            )
-        )
-        conn.execute(insert(receipts).values(**receipt))
+    with _Tx(engine) as cur:
+        cur.execute(_sql(engine, _RELEASE),
+                    (reservation.amount, receipt["cost"], reservation.key_id))
+        cur.execute(_sql(engine, _RECEIPT), tuple(receipt[f] for f in RECEIPT_FIELDS))
         if reservation.tpm is not None:
             used = receipt["input_tokens"] + receipt["output_tokens"]
-            conn.execute(
-                update(rate_windows)
-                .where(rate_windows.c.key_id == reservation.key_id,
-                       rate_windows.c.window == reservation.window)
-                .values(tokens=rate_windows.c.tokens + used)
-            )
+            cur.execute(_sql(engine, _TOKENS), (used, reservation.key_id, reservation.window))
 
 
 def usage(engine: Engine, key: str, limit: int = 100) -> dict[str, Any] | None:

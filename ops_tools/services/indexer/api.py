@@ -38,18 +38,21 @@ def open_database(settings: IndexerSettings) -> Database:
 
 class ChainHead:
     """The chain's genesis and best height, asked at most once a second (``/ready`` may be
-    polled often, and by several instances)."""
+    polled often, and by several instances), or at once when the caller saw them disagree with
+    the index."""
 
     CACHE_S = 1.0
+    FRESH_S = 0.1  # "at once", still bounded when /ready is polled hard during a reset
 
     def __init__(self, rpc_url: str) -> None:
         self.rpc = RpcClient(http_url(rpc_url), timeout=3.0)
         self._lock = threading.Lock()
         self._seen: tuple[float, str, int] | None = None
 
-    def get(self) -> tuple[str, int]:
+    def get(self, *, fresh: bool = False) -> tuple[str, int]:
         with self._lock:
-            if self._seen and time.monotonic() - self._seen[0] < self.CACHE_S:
+            max_age = self.FRESH_S if fresh else self.CACHE_S
+            if self._seen and time.monotonic() - self._seen[0] < max_age:
                 return self._seen[1], self._seen[2]
         genesis, best = self.rpc.genesis_hash().lower(), self.rpc.best_number()
         with self._lock:
@@ -57,11 +60,14 @@ class ChainHead:
         return genesis, best
 
 
-def index_check(db: Database, head: ChainHead, max_lag: int) -> ReadyCheck:
-    """Ready when the index is of the network the chain serves now and within ``max_lag``
-    blocks of its best block."""
+def index_checks(db: Database, head: ChainHead, max_lag: int) -> list[ReadyCheck]:
+    """What the API's ``/ready`` means (docs/indexer.md): ``chain``, the node answers and the
+    index's active network is the genesis it serves (detail: that genesis hash, as every
+    service's chain check); ``index``, the index is within ``max_lag`` blocks of the node's best
+    block on that genesis. After a reset both fail, naming the old and the new genesis, until
+    the processor has switched to the new chain and caught up with it."""
 
-    def probe() -> CheckResult:
+    def reading() -> tuple[str, int, Any] | CheckResult:
         try:
             genesis, best = head.get()
         except RpcError as exc:
@@ -72,9 +78,34 @@ def index_check(db: Database, head: ChainHead, max_lag: int) -> ReadyCheck:
         except QueryError as exc:
             return CheckResult(False, str(exc))
         if net.genesis_hash != genesis:
-            return CheckResult(False, f"indexing genesis {net.genesis_hash}, but the chain "
-                                      f"serves {genesis}; the processor switches on its next "
-                                      f"step")
+            # A reset in progress: ask the chain again rather than trust the cached answer, so
+            # that /ready turns at the first poll after the processor switched, not a second on.
+            try:
+                genesis, best = head.get(fresh=True)
+            except RpcError as exc:
+                return CheckResult(False, f"the chain does not answer: {exc}")
+        return genesis, best, net
+
+    def chain() -> CheckResult:
+        seen = reading()
+        if isinstance(seen, CheckResult):
+            return seen
+        genesis, _best, net = seen
+        if net.genesis_hash != genesis:
+            return CheckResult(False, f"the chain serves genesis {genesis}, but the index is "
+                                      f"still of genesis {net.genesis_hash} (reset count "
+                                      f"{net.reset_count}); the processor archives it and "
+                                      f"indexes the new chain from its genesis")
+        return CheckResult(True, genesis)
+
+    def index() -> CheckResult:
+        seen = reading()
+        if isinstance(seen, CheckResult):
+            return seen
+        genesis, best, net = seen
+        if net.genesis_hash != genesis:
+            return CheckResult(False, f"indexed #{net.height} of the old genesis "
+                                      f"{net.genesis_hash}; nothing yet of {genesis}")
         lag = best - net.height
         if lag > max_lag:
             return CheckResult(False, f"indexed #{net.height}, chain at #{best}: {lag} blocks "
@@ -83,7 +114,7 @@ def index_check(db: Database, head: ChainHead, max_lag: int) -> ReadyCheck:
                                  f"{max(lag, 0)}, finalized #{net.finalized_height}, resets "
                                  f"{net.reset_count}")
 
-    return ReadyCheck("index", probe)
+    return [ReadyCheck("chain", chain), ReadyCheck("index", index)]
 
 
 def graphql_router(db: Database, settings: IndexerSettings) -> GraphQLRouter:
@@ -104,21 +135,29 @@ def graphql_router(db: Database, settings: IndexerSettings) -> GraphQLRouter:
 
 
 def processor_check(processor: Processor, settings: IndexerSettings) -> ReadyCheck:
-    """The processor is ready when a step completed recently; the detail carries its figures
-    (``ops-tools status`` shows them)."""
+    """The processor is ready when it is connected to the node, its last step completed
+    recently and left it within ``ready_max_lag`` blocks of the node's best block; the detail
+    carries its figures (``ops-tools status`` shows them)."""
     stale_s = max(3 * settings.poll_interval_s, 30.0)
 
     def probe() -> CheckResult:
-        step = processor.last_step
+        step, lost = processor.last_step, processor.link_lost
+        figures = "nothing indexed yet"
+        if step is not None:
+            figures = (f"indexed #{step.height} of {step.genesis_hash}, chain "
+                       f"#{step.chain_height}, lag {max(step.chain_height - step.height, 0)}, "
+                       f"finalized #{step.finalized_height}, resets {step.reset_count}")
+        if lost is not None:
+            return CheckResult(False, f"not connected to {settings.rpc_url} for "
+                                      f"{time.monotonic() - lost.at:.1f} s ({lost.reason}); "
+                                      f"{figures}")
         if step is None:
-            return CheckResult(False, "no step completed yet (catching up, or the chain does "
-                                      "not answer)")
+            return CheckResult(False, "no step completed yet (catching up)")
         age = time.monotonic() - step.at
-        figures = (f"indexed #{step.height} of {step.genesis_hash}, chain #{step.chain_height}, "
-                   f"lag {max(step.chain_height - step.height, 0)}, finalized "
-                   f"#{step.finalized_height}, resets {step.reset_count}")
         if age > stale_s:
             return CheckResult(False, f"last step {age:.0f} s ago ({figures})")
+        if step.chain_height - step.height > settings.ready_max_lag:
+            return CheckResult(False, f"catching up ({figures})")
         return CheckResult(True, figures)
 
     return ReadyCheck("processor", probe)
@@ -160,7 +199,8 @@ def build_app(settings: IndexerSettings, db: Database | None = None) -> FastAPI:
     app = create_app(
         ServiceInfo("indexer", description="GraphQL index of the chain's events"),
         settings,
-        ready_checks=[database_check(db), index_check(db, head, settings.ready_max_lag)],
+        ready_checks=[database_check(db),
+                      *index_checks(db, head, settings.ready_max_lag)],
         json_only=False,
     )
     app.include_router(graphql_router(db, settings), prefix="/graphql")

@@ -16,6 +16,9 @@ from scalecodec.utils.ss58 import ss58_decode
 
 from ops_tools.services.indexer.model import Block, Event, Extrinsic, Heartbeat, RawBlock, Transfer
 
+EVENTS_MEMO_MAX_HEX = 2048
+EVENTS_MEMO_SIZE = 256
+
 
 class DecodeError(Exception):
     """A block or its events do not decode with the metadata of their spec version."""
@@ -66,6 +69,7 @@ class Runtime:
             .get_storage_function("Events")
             .get_value_type_string()
         )
+        self._events_memo: dict[str, list[dict[str, Any]]] = {}
 
     def storage_value_type(self, pallet: str, item: str) -> str:
         function = self.metadata.get_metadata_pallet(pallet).get_storage_function(item)
@@ -77,13 +81,24 @@ class Runtime:
         return obj.decode()
 
     def decode_events(self, data_hex: str | None) -> list[dict[str, Any]]:
+        """The decoded event records (shared between equal inputs: not to be modified)."""
         if not data_hex or data_hex in ("0x", "0x00"):  # no storage, or an empty Vec
             return []
+        # Blocks without transactions carry byte-identical events (the inherents' outcome),
+        # and they are most blocks of a quiet chain: decode each distinct short vector once.
+        short = len(data_hex) <= EVENTS_MEMO_MAX_HEX
+        if short and (found := self._events_memo.get(data_hex)) is not None:
+            return found
         try:
-            return list(self.decode_value(self.events_type, data_hex))
+            records = list(self.decode_value(self.events_type, data_hex))
         except Exception as exc:  # scalecodec raises many kinds; all mean "does not decode"
             raise DecodeError(f"events do not decode with spec version {self.spec_version}: "
                               f"{exc}") from exc
+        if short:
+            if len(self._events_memo) >= EVENTS_MEMO_SIZE:
+                self._events_memo.pop(next(iter(self._events_memo)))
+            self._events_memo[data_hex] = records
+        return records
 
     def decode_extrinsic(self, data_hex: str) -> dict[str, Any]:
         try:

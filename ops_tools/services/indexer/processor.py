@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -40,11 +41,22 @@ EVENTS_KEY = "0x" + storage_prefix("System", "Events").hex()
 ACCOUNT_PREFIX = storage_prefix("System", "Account")
 OPERATOR_PREFIX = storage_prefix("OperatorStake", "Operators")
 KEYS_PAGE = 1000
+DECODED_KEPT = 8  # decoded metadata kept across genesis changes
+FETCH_QUEUED = 3  # batches fetched or queued ahead of decoding, per batch in flight
+WRITE_BACKLOG = 4  # write groups decoded ahead of a running write, at most
 T = TypeVar("T")
 
 
 class Writable(Protocol):
     def session(self, *, write: bool = False) -> AbstractContextManager[Session]: ...
+
+
+@dataclass(frozen=True)
+class LinkLost:
+    """Why the processor is not connected to the node (its own /ready)."""
+
+    at: float  # time.monotonic()
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -64,8 +76,15 @@ class ProcessorOptions:
     rpc_url: str
     batch_size: int = 100
     fetch_ahead: int = 4
+    write_batches: int = 5  # batches per write transaction while far behind
     poll_interval_s: float = 6.0
-    retry_interval_s: float = 1.0
+    # Reconnecting after a lost connection: the first retry soon (a reset's node restart takes
+    # a second or two), then doubling up to the maximum.
+    retry_min_s: float = 0.2
+    retry_max_s: float = 1.0
+    # The step's head queries (genesis, best, finalized): short, so that a node that stopped
+    # answering is given up on quickly; catch-up batches keep the client's longer timeout.
+    head_timeout_s: float = 10.0
     ss58_format: int = 42
 
 
@@ -80,10 +99,15 @@ class Processor:
         self.runtimes: dict[int, Runtime] = {}
         self._loading: dict[int, asyncio.Future[Runtime]] = {}
         self.runtime_genesis: str | None = None
+        # Decoded metadata by (spec version, digest of the metadata), across genesis changes:
+        # a reset that keeps the runtime (only the genesis state changed) reuses its decoders
+        # instead of decoding the metadata again (most of a reset's catch-up time).
+        self._decoded: dict[tuple[int, str], Runtime] = {}
         self.stopping = asyncio.Event()
         self.synced = asyncio.Event()  # set after each completed sync (tests, benchmarks)
         self.blocks_written = 0
         self.last_step: StepReport | None = None
+        self.link_lost: LinkLost | None = LinkLost(time.monotonic(), "not connected yet")
 
     # -- database ---------------------------------------------------------------------------
 
@@ -102,21 +126,37 @@ class Processor:
     async def run(self) -> None:
         """Until stopped: connect, sync, follow; on any connection loss start over (a reset
         restarts the nodes, so a lost connection is the normal sign of one)."""
+        delay = self.o.retry_min_s
         while not self.stopping.is_set():
+            reason = "the connection ended"
             try:
                 async with RpcClient(self.o.rpc_url) as rpc:
                     await self._follow(rpc)
             except (RpcError, OSError, ChainMoved) as exc:
-                log.warning("indexer: %s; retrying", exc)
+                reason = str(exc) or type(exc).__name__
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.exception("indexer: unexpected error; retrying")
+            except Exception as exc:
+                reason = f"unexpected error: {exc!r}"
+                log.exception("indexer: unexpected error; reconnecting")
+            if self.stopping.is_set():
+                break
+            lost = self.link_lost
+            if lost is None or lost.reason != reason:  # once per outage and reason, not per try
+                log.warning("indexer: %s; reconnecting", reason)
+            if lost is None:
+                delay = self.o.retry_min_s
+            self.link_lost = LinkLost(lost.at if lost else time.monotonic(), reason)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.stopping.wait(), self.o.retry_interval_s)
+                await asyncio.wait_for(self.stopping.wait(), delay)
+            delay = min(delay * 2, self.o.retry_max_s)
 
     async def _follow(self, rpc: RpcClient) -> None:
         heads = await rpc.subscribe("chain_subscribeNewHeads")
+        if self.link_lost is not None:
+            log.info("indexer: connected to %s (%.1f s after: %s)", self.o.rpc_url,
+                     time.monotonic() - self.link_lost.at, self.link_lost.reason)
+            self.link_lost = None
         stop = asyncio.create_task(self.stopping.wait())
         try:
             while not self.stopping.is_set():
@@ -146,16 +186,25 @@ class Processor:
         genesis, chain_name, best_header, fin_hash = await rpc.batch([
             ("chain_getBlockHash", [0]), ("system_chain", []), ("chain_getHeader", []),
             ("chain_getFinalizedHead", []),
-        ])
+        ], self.o.head_timeout_s)
         net = await self._db(lambda c: store.ensure_network(c, genesis, chain_name))
-        if net.created:
+        if net.archived:
+            self.last_step = None  # its figures are of the archived network
+            log.warning("indexer: the chain's genesis changed from %s to %s (a reset): the old "
+                        "network is archived with its rows, reset count %d; indexing %s (%s) "
+                        "from its genesis", net.archived, genesis, net.reset_count, genesis,
+                        chain_name)
+        elif net.created:
             log.info("indexer: indexing network %s (%s), reset count %d", genesis, chain_name,
                      net.reset_count)
         if self.runtime_genesis != genesis:
-            self.runtimes.clear()  # another chain may reuse a spec version with other types
+            # Another chain may reuse a spec version with other types: spec versions are looked
+            # up again (the metadata digest decides whether decoded metadata can be reused).
+            self.runtimes.clear()
             self._loading.clear()
             self.runtime_genesis = genesis
-        fin_number = int((await rpc.call("chain_getHeader", [fin_hash]))["number"], 16)
+        fin_number = int((await rpc.call("chain_getHeader", [fin_hash],
+                                          self.o.head_timeout_s))["number"], 16)
         best = int(best_header["number"], 16)
         await self.reconcile(rpc, net.id)
         height = await self.catch_up(rpc, net.id, best)
@@ -215,24 +264,45 @@ class Processor:
         ranges = [(lo, min(lo + self.o.batch_size - 1, best))
                   for lo in range(start, best + 1, self.o.batch_size)]
         pending: list[asyncio.Task[list[RawBlock]]] = []
-        # One batch is written (in a thread) while the next one is decoded; writes stay in
-        # order because each waits for the one before.
+        # Decoded blocks are written (in a thread) while the next batches are fetched and
+        # decoded; writes stay in order because each waits for the one before. Far behind, one
+        # write takes several batches: fewer commits, and one balance snapshot (a storage query
+        # to the node) for all of them instead of one per batch.
         writing: asyncio.Task[None] | None = None
+        decoded: list[Block] = []
+        group = self.o.batch_size * self.o.write_batches
         height = start - 1
+        # fetch_ahead batches in flight at every moment, whatever the decoding and writing do
+        # meanwhile: a finished fetch lets the next queued one go at once (the node is the
+        # slowest part; it must never wait for us), up to FETCH_QUEUED batches not yet used.
+        in_flight = asyncio.Semaphore(self.o.fetch_ahead)
+
+        async def fetch(low: int, high: int) -> list[RawBlock]:
+            async with in_flight:
+                return await self._fetch(rpc, low, high)
+
         try:
             it = iter(ranges)
-            for rng in _take(it, self.o.fetch_ahead):
-                pending.append(asyncio.create_task(self._fetch(rpc, *rng)))
+            for rng in _take(it, self.o.fetch_ahead * FETCH_QUEUED):
+                pending.append(asyncio.create_task(fetch(*rng)))
             while pending:
                 raws = await pending.pop(0)
                 for rng in _take(it, 1):
-                    pending.append(asyncio.create_task(self._fetch(rpc, *rng)))
+                    pending.append(asyncio.create_task(fetch(*rng)))
                 check_links(prev_hash, raws)
-                blocks = [decode_block(r, self.runtimes[r.spec_version]) for r in raws]
+                decoded += [decode_block(r, self.runtimes[r.spec_version]) for r in raws]
+                prev_hash, height = decoded[-1].hash, decoded[-1].number
+                if pending and len(decoded) < group:
+                    continue
+                # While the previous write runs, go on fetching and decoding rather than wait
+                # for it (waiting left the node without requests); up to a bound of memory.
+                busy = writing is not None and not writing.done()
+                if busy and pending and len(decoded) < WRITE_BACKLOG * group:
+                    continue
                 if writing is not None:
                     await writing
-                writing = asyncio.create_task(self._store_batch(rpc, net, blocks))
-                prev_hash, height = blocks[-1].hash, blocks[-1].number
+                writing = asyncio.create_task(self._store_batch(rpc, net, decoded))
+                decoded = []
             if writing is not None:
                 await writing
         finally:
@@ -253,7 +323,8 @@ class Processor:
         if blocks[0].number == 0:
             accounts |= await self._all_keys(rpc, ACCOUNT_PREFIX, blocks[0].hash)
             operators |= await self._all_keys(rpc, OPERATOR_PREFIX, blocks[0].hash)
-        snap_accounts, snap_operators = await self._snapshots(rpc, last.hash, accounts, operators)
+        snap_accounts, snap_operators = await self._snapshots(rpc, last.hash, accounts, operators,
+                                                              last.spec_version)
 
         def write(c: Connection) -> None:
             store.insert_blocks(c, net, blocks)
@@ -284,8 +355,8 @@ class Processor:
         else:  # a runtime upgrade inside this batch: ask for each block
             versions = [v["specVersion"] for v in await rpc.batch(
                 [("state_getRuntimeVersion", [h]) for h in hashes])]
-        for version, h in zip(versions, hashes, strict=True):
-            await self._runtime(rpc, version, h)
+        for version in dict.fromkeys(versions):
+            await self._runtime(rpc, version, hashes[versions.index(version)])
         out = []
         for i, (n, h) in enumerate(zip(numbers, hashes, strict=True)):
             signed, events = answers[2 * i], answers[2 * i + 1]
@@ -305,7 +376,14 @@ class Processor:
         if version not in self._loading:
             async def load() -> Runtime:
                 metadata = await rpc.call("state_getMetadata", [at])
-                runtime = await asyncio.to_thread(Runtime, version, metadata, self.o.ss58_format)
+                key = (version, hashlib.blake2b(metadata.encode(), digest_size=16).hexdigest())
+                runtime = self._decoded.get(key)
+                if runtime is None:
+                    runtime = await asyncio.to_thread(Runtime, version, metadata,
+                                                      self.o.ss58_format)
+                    while len(self._decoded) >= DECODED_KEPT:
+                        self._decoded.pop(next(iter(self._decoded)))
+                    self._decoded[key] = runtime
                 self.runtimes[version] = runtime
                 return runtime
             self._loading[version] = asyncio.ensure_future(load())
@@ -328,10 +406,12 @@ class Processor:
             start = keys[-1]
 
     async def _snapshots(self, rpc: RpcClient, at: str, accounts: set[str],
-                         operators: set[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+                         operators: set[str], version: int | None = None,
+                         ) -> tuple[dict[str, Any], dict[str, Any]]:
         if not accounts and not operators:
             return {}, {}
-        version = (await rpc.call("state_getRuntimeVersion", [at]))["specVersion"]
+        if version is None:
+            version = (await rpc.call("state_getRuntimeVersion", [at]))["specVersion"]
         runtime = await self._runtime(rpc, version, at)
         acc_keys = {_storage_key(ACCOUNT_PREFIX, a): a for a in sorted(accounts)}
         op_keys = {_storage_key(OPERATOR_PREFIX, a): a for a in sorted(operators)}

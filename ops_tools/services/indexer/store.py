@@ -43,6 +43,7 @@ class ActiveNetwork:
     genesis_hash: str
     reset_count: int
     created: bool  # this call added it (first start, or a reset)
+    archived: str | None = None  # the genesis hash this call archived (a reset)
 
 
 def ensure_network(conn: Connection, genesis_hash: str, chain_name: str | None) -> ActiveNetwork:
@@ -62,13 +63,15 @@ def ensure_network(conn: Connection, genesis_hash: str, chain_name: str | None) 
         # The chain went back to a genesis indexed before: resume it, still a reset.
         conn.execute(update(Network).where(Network.id == known.id)
                      .values(active=True, archived_at=None, reset_count=resets))
-        return ActiveNetwork(known.id, genesis_hash, resets, True)
+        return ActiveNetwork(known.id, genesis_hash, resets, True,
+                             active.genesis_hash if active else None)
     net_id = conn.execute(insert(Network).values(
         genesis_hash=genesis_hash, chain_name=chain_name, reset_count=resets, active=True,
         started_at=now, height=-1, finalized_height=-1, chain_height=0,
         chain_finalized_height=0,
     )).inserted_primary_key[0]
-    return ActiveNetwork(int(net_id), genesis_hash, resets, True)
+    return ActiveNetwork(int(net_id), genesis_hash, resets, True,
+                         active.genesis_hash if active else None)
 
 
 def tip(conn: Connection, net: int) -> tuple[int, str] | None:
@@ -121,7 +124,29 @@ def insert_blocks(conn: Connection, net: int, blocks: Sequence[Block]) -> None:
                 "extrinsic_hash": h.extrinsic_hash, "account": h.account, "epoch": h.epoch})
     for table, values in rows.items():
         if values:
-            conn.execute(insert(table), values)
+            bulk_insert(conn, table.__tablename__, values)
+
+
+def bulk_insert(conn: Connection, table: str, rows: Sequence[dict[str, Any]]) -> None:
+    """Rows of one shape into ``table`` at the driver's speed, inside the caller's transaction:
+    COPY on PostgreSQL (the server parses no statement per row), the driver's executemany of
+    one prepared statement on SQLite (no per-row parameter processing of SQLAlchemy's)."""
+    columns = list(rows[0])
+    if conn.dialect.name == "postgresql":
+        from psycopg import sql
+
+        copy_sql = sql.SQL("COPY {} ({}) FROM STDIN").format(
+            sql.Identifier(table), sql.SQL(", ").join(map(sql.Identifier, columns)))
+        raw = conn.connection.driver_connection
+        assert raw is not None
+        with raw.cursor() as cursor, cursor.copy(copy_sql) as copy:
+            for row in rows:
+                copy.write_row([row[c] for c in columns])
+        return
+    names = ", ".join(f'"{c}"' for c in columns)
+    statement = (f'INSERT INTO "{table}" ({names}) '  # noqa: S608 - our own names
+                 f"VALUES ({', '.join('?' * len(columns))})")
+    conn.exec_driver_sql(statement, [tuple(row[c] for c in columns) for row in rows])
 
 
 def touched_above(conn: Connection, net: int, number: int) -> tuple[set[str], set[str]]:

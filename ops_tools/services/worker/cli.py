@@ -15,7 +15,7 @@ from substrateinterface import Keypair
 
 from ops_tools.errors import OpsError
 from ops_tools.services.common.secrets import read_secret as _read_secret
-from ops_tools.services.worker import server, settings
+from ops_tools.services.worker import sdnotify, server, settings
 from ops_tools.services.worker.engines import HttpEngine, TestEngine
 from ops_tools.services.worker.liveness import Liveness
 from ops_tools.wallet.keystore import Keystore, default_keystore_dir
@@ -84,6 +84,7 @@ def worker_main(argv: list[str] | None = None) -> None:
         liveness = Liveness(s, keypair, models)
         holder["liveness"] = liveness
         liveness.start()
+        sdnotify.notify("READY=1")
 
     async def on_stop() -> None:
         if "liveness" in holder:

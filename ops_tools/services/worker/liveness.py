@@ -16,6 +16,7 @@ from substrateinterface import Keypair, SubstrateInterface
 
 from ops_tools.chain.rpc import http_url
 from ops_tools.services.gateway.announce import sign_announce
+from ops_tools.services.worker import sdnotify
 from ops_tools.services.worker.settings import WorkerSettings
 from ops_tools.wallet import operator
 from ops_tools.wallet.heartbeat_payload import sign_heartbeat
@@ -163,4 +164,6 @@ class Liveness:
                     log.warning("liveness: %s", message)
                 self.state.errors = [message]
                 self.state.last_announce = 0.0  # re-announce once the gateway answers again
+            # The loop ran (whatever the tick's outcome): systemd's watchdog restarts a hung one.
+            sdnotify.notify("WATCHDOG=1")
             self._stop.wait(self.settings.tick_s)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -10,12 +11,20 @@ from typing import Any
 import orjson
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.routing import Route
 
+from ops_tools.services.gateway.asgi_stream import DisconnectWatch, PassThrough
 from ops_tools.services.worker.engines import HttpEngine, TestEngine
 
 JSON = "application/json"
+CLIENT_CLOSED = 499
+SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"),
+               (b"cache-control", b"no-cache")]
+
+
+def _nothing() -> None:
+    return None
 
 
 def _error(status: int, message: str, code: str) -> Response:
@@ -43,22 +52,28 @@ def build_app(
                 return _error(401, "requests to this worker come only from the gateway",
                               "invalid_api_key")
         raw = await request.body()
+        # The gateway hangs up when its client went away: stop waiting for the engine then.
+        watch = DisconnectWatch(request.receive)
         try:
             answer = await engine.answer(request.url.path, raw)
         except orjson.JSONDecodeError:
+            watch.close()
             return _error(400, "the body must be JSON", "invalid_json")
+        except asyncio.CancelledError:
+            watch.close()
+            if not watch.absorb():
+                raise
+            return Response(b"", CLIENT_CLOSED)
+        except BaseException:
+            watch.close()
+            raise
         if answer.stream is None:
+            watch.close()
             return Response(answer.body, answer.status, media_type=JSON)
-
-        async def relay() -> AsyncIterator[bytes]:
-            try:
-                async for chunk in answer.stream:
-                    yield chunk
-            finally:
-                if answer.close is not None:
-                    await answer.close()
-
-        return StreamingResponse(relay(), answer.status, media_type="text/event-stream")
+        # Chunk by chunk as the engine sends them; a gateway that hangs up closes the engine's
+        # request, so the engine stops generating.
+        return PassThrough(answer.stream, answer.status, SSE_HEADERS,  # type: ignore[return-value]
+                           answer.close or _nothing, watch)
 
     async def models(request: Request) -> Response:
         names = await engine.models()

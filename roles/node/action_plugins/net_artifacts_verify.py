@@ -7,7 +7,6 @@ service restarts. The genesis math is ops_tools.chainspec's, never a copy of it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -17,15 +16,8 @@ from ansible.plugins.action import ActionBase
 
 from ops_tools.chainspec.genesis import compute_genesis
 from ops_tools.chainspec.spec import load_spec
+from ops_tools.checksums import sha256_file
 from ops_tools.errors import OpsError
-
-
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _norm_sha256(value: str) -> str:
@@ -61,7 +53,7 @@ def verify(
         if not binary.is_file():
             raise AnsibleActionFail(f"node binary {binary}: no such file (node_binary_src)")
         expected = _norm_sha256(binary_sha256 or "")
-        seen = _sha256_file(binary)
+        seen = sha256_file(binary)
         if seen != expected:
             raise AnsibleActionFail(
                 f"node binary {binary}: sha256 is {seen}, expected {expected or '(empty)'}"

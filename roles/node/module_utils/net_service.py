@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import configparser
 import http.client
+import os
 import socket
 import subprocess
 import xmlrpc.client
@@ -142,3 +143,44 @@ def service_state(manager: str, name: str, supervisor_conf: str = "") -> tuple[s
         return state, state in SUPERVISOR_RUNNING
     state = systemd_state(f"{name}.service")
     return state, state == "active"
+
+
+def main_pid(manager: str, name: str, supervisor_conf: str = "") -> int | None:
+    """The running service's main process id, if it runs."""
+    if manager == "supervisor":
+        try:
+            info = supervisor_proxy(supervisor_conf, 5.0).supervisor.getProcessInfo(name)
+        except (xmlrpc.client.Fault, OSError, ServiceStateError):
+            return None
+        pid = int(info.get("pid") or 0)
+    else:
+        proc = subprocess.run(
+            ["systemctl", "show", "--property=MainPID", "--value", f"{name}.service"],
+            capture_output=True, text=True, check=False,
+        )
+        pid = int(proc.stdout.strip() or 0) if proc.stdout.strip().isdigit() else 0
+    return pid or None
+
+
+def process_started_at(pid: int) -> float | None:
+    """When process ``pid`` started (epoch seconds, to the clock tick), from /proc."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+        with open("/proc/stat") as f:
+            btime = next(int(line.split()[1]) for line in f if line.startswith("btime "))
+    except (OSError, StopIteration, ValueError):
+        return None
+    # Field 22 (starttime), counted after the command name, which may hold spaces.
+    ticks = int(stat.rsplit(")", 1)[1].split()[19])
+    return btime + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def changed_since(paths: list[str], started: float | None) -> list[str]:
+    """Those of ``paths`` written after the process started: what runs is not what is there.
+    A process whose start is unknown (not running) is compared with nothing."""
+    if started is None:
+        return []
+    # btime is whole seconds: a second of slack, so a start right after a write (a reset's push
+    # then start) does not count as older than the file.
+    return [p for p in paths if os.path.exists(p) and os.stat(p).st_mtime > started + 1.0]

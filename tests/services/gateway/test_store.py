@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from ops_tools.services.gateway import store
 from ops_tools.services.gateway.database import open_database
 
@@ -63,4 +65,95 @@ def test_development_key_is_created_once(database_url):
         assert store.key_exists(db.engine, "sk-net-test-dev")
         assert [k["account"] for k in store.list_keys(db.engine)] == [ALICE]
     finally:
+        db.dispose()
+
+
+def test_reservation_limits_and_settlement_are_exact(database_url):
+    """The hot path's two transactions (plain SQL on both databases): a reservation holds the
+    maximum cost, settlement moves the actual cost to spent; budget, revocation, rpm and tpm
+    refuse, and a refusal reserves nothing."""
+    db = open_database(database_url, pool_size=2)
+    try:
+        engine = db.engine
+        now = time.time()
+        key, key_id = store.create_key(engine, ALICE, budget=100, rpm=None, tpm=None)
+
+        def row(kid: int = key_id) -> dict:
+            return next(k for k in store.list_keys(engine) if k["id"] == kid)
+
+        first = store.reserve(engine, key, 60, now)
+        assert (first.key_id, first.account, first.amount) == (key_id, ALICE, 60)
+        assert (row()["reserved"], row()["spent"]) == (60, 0)
+        with pytest.raises(store.KeyRejected) as refused:
+            store.reserve(engine, key, 41, now)
+        assert refused.value.reason == "budget" and row()["reserved"] == 60
+        second = store.reserve(engine, key, 40, now)
+        store.settle_request(engine, first, _receipt("r-1", key_id, NEW, 25))
+        assert (row()["reserved"], row()["spent"]) == (40, 25)
+        store.settle_request(engine, second, {**_receipt("r-2", key_id, NEW, 0),
+                                              "status": "failed", "error": "gone"})
+        assert (row()["reserved"], row()["spent"]) == (0, 25)
+        assert store.get_receipt(engine, "r-1")["settle_status"] == "pending"
+        assert store.get_receipt(engine, "r-2")["error"] == "gone"
+        with pytest.raises(store.KeyRejected) as unknown:
+            store.reserve(engine, "sk-net-test-unknown", 1, now)
+        assert unknown.value.reason == "invalid"
+        store.revoke_key(engine, key_id)
+        with pytest.raises(store.KeyRejected) as revoked:
+            store.reserve(engine, key, 1, now)
+        assert revoked.value.reason == "invalid"
+
+        limited, limited_id = store.create_key(engine, ALICE, budget=None, rpm=2, tpm=None)
+        store.reserve(engine, limited, 5, now)
+        store.reserve(engine, limited, 5, now)
+        with pytest.raises(store.KeyRejected) as rpm:
+            store.reserve(engine, limited, 5, now)
+        assert (rpm.value.reason, rpm.value.limit) == ("rpm", 2) and rpm.value.retry_after > 0
+        assert row(limited_id)["reserved"] == 10  # the refused one was rolled back
+        assert store.reserve(engine, limited, 5, now + 60).window == int((now + 60) // 60)
+
+        metered, metered_id = store.create_key(engine, ALICE, budget=None, rpm=None, tpm=10)
+        one = store.reserve(engine, metered, 5, now)
+        store.settle_request(engine, one, {**_receipt("r-3", metered_id, NEW, 1),
+                                           "input_tokens": 4, "output_tokens": 6})
+        with pytest.raises(store.KeyRejected) as tpm:
+            store.reserve(engine, metered, 5, now)
+        assert (tpm.value.reason, tpm.value.limit) == ("tpm", 10)
+        assert row(metered_id)["reserved"] == 0
+        store.reserve(engine, metered, 5, now + 60)  # a new minute has no tokens yet
+    finally:
+        db.dispose()
+
+
+def test_a_busy_database_refuses_at_once_and_leaks_no_connection(tmp_path):
+    """The gateway's inline SQLite connection does not wait for the write lock: while another
+    connection holds it, the transaction fails at BEGIN (and is then sent to the writer thread)
+    with nothing applied, and its pooled connection is back for the next one."""
+    import sqlite3
+
+    from sqlalchemy import event
+
+    url = f"sqlite:///{tmp_path / 'gw.db'}"
+    db = open_database(url, pool_size=1)
+    inline = open_database(url, pool_size=1).engine
+    inline.pool._max_overflow = 0  # one connection: a leaked one would block the next checkout
+
+    @event.listens_for(inline, "connect")
+    def _no_wait(dbapi_conn, _record):
+        dbapi_conn.execute("PRAGMA busy_timeout=0")
+
+    try:
+        key, key_id = store.create_key(db.engine, ALICE, budget=None, rpm=None, tpm=None)
+        holder = sqlite3.connect(tmp_path / "gw.db", isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        for _ in range(3):
+            with pytest.raises(sqlite3.OperationalError) as busy:
+                store.reserve(inline, key, 5, time.time())
+            assert busy.value.sqlite_errorcode == sqlite3.SQLITE_BUSY
+        holder.execute("ROLLBACK")
+        holder.close()
+        assert store.reserve(inline, key, 5, time.time()).amount == 5
+        assert next(k for k in store.list_keys(db.engine) if k["id"] == key_id)["reserved"] == 5
+    finally:
+        inline.dispose()
         db.dispose()

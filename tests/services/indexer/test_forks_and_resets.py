@@ -9,6 +9,9 @@ one from its genesis, without being touched.
 
 from __future__ import annotations
 
+import os
+import signal
+
 from substrateinterface import Keypair
 
 from ops_tools.devnode.harness import DevNode, plain_spec, raw_spec
@@ -83,6 +86,14 @@ def _on_port(node: DevNode, port: int) -> DevNode:
     return node
 
 
+def _ready(ix: Indexer, base: str | None = None) -> tuple[int, str, dict[str, str]]:
+    """/ready's status, message and each check's detail."""
+    status, body = ix.http("GET", "/ready", base=base)
+    checks = body.get("checks") or body.get("error", {}).get("checks") or []
+    message = body.get("error", {}).get("message", "")
+    return status, message, {c["name"]: c["detail"] for c in checks}
+
+
 def test_a_reset_archives_the_old_network_and_indexes_the_new_one(tmp_path, database_url):
     # Another runtime parameter, another genesis state: what a pallet-suite bump does.
     specs = [raw_spec(plain_spec(tmp_path / f"{name}.json", chain_id="reset_net", slot_ms=300,
@@ -91,26 +102,63 @@ def test_a_reset_archives_the_old_network_and_indexes_the_new_one(tmp_path, data
     old = DevNode(tmp_path / "old", str(specs[0]), name="old").start()
     new = _on_port(DevNode(tmp_path / "new", str(specs[1]), name="new"), old.rpc_port)
     ix = Indexer(tmp_path / "indexer", old.ws, database_url)
+    processor_url = f"http://127.0.0.1:{ix.processor_port}"
+    frozen = False
+
+    def freeze(on: bool) -> None:
+        # SIGSTOP holds the processor between two states the test must see; SIGCONT lets it
+        # find out what happened meanwhile, as after any stall.
+        nonlocal frozen
+        os.killpg(ix.procs["processor"].pid, signal.SIGSTOP if on else signal.SIGCONT)
+        frozen = on
+
     try:
         ix.start_api()  # before any processor: nothing indexed, not ready
-        status, body = ix.http("GET", "/ready")
-        assert status == 503 and "no network indexed yet" in body["error"]["message"], body
+        status, message, _ = _ready(ix)
+        assert status == 503 and "no network indexed yet" in message, message
         ix.start_processor()
         receiver = fresh_account().ss58_address
         number, xt_hash = submit(old.ws, ALICE, "Balances", "transfer_keep_alive",
                                  {"dest": receiver, "value": 3 * TOKEN})
         old_genesis = old.call("chain_getBlockHash", [0])
         ix.wait_height(number)
+        ix.wait_for(lambda: _ready(ix)[0] == 200, 30, "/ready on the first genesis")
+        assert _ready(ix)[2]["chain"] == old_genesis
 
         old.stop()  # the reset: the nodes go down and come back on a new genesis
+        ix.wait_for(lambda: "not connected" in _ready(ix, processor_url)[1], 30,
+                    "the processor to report the lost node")
+        status, _, checks = _ready(ix, processor_url)
+        assert status == 503 and f"not connected to {old.ws}" in checks["processor"], checks
+        ix.wait_for(lambda: _ready(ix)[0] == 503, 30, "the API to report the lost node")
+        assert "the chain does not answer" in _ready(ix)[2]["chain"]
+
+        freeze(True)  # the new chain comes up before the processor looks again
         new.start()
         new_genesis = new.call("chain_getBlockHash", [0])
         assert new_genesis != old_genesis
+        ix.wait_for(lambda: new_genesis in _ready(ix)[1], 30, "/ready to see the new genesis")
+        status, message, checks = _ready(ix)
+        assert status == 503, message
+        assert new_genesis in checks["chain"] and old_genesis in checks["chain"], checks
+        assert old_genesis in checks["index"], checks
+        freeze(False)
+
+        def ready_on_new() -> bool:
+            status, _, checks = _ready(ix)
+            return status == 200 and checks["chain"] == new_genesis
+        ix.wait_for(ready_on_new, 60, "/ready on the new genesis")
+        st = ix.status()
+        assert st["genesisHash"] == new_genesis and st["resetCount"] == 1, st
+        assert st["height"] >= new.best() - 5  # ready means caught up within ready_max_lag
+        ix.wait_for(lambda: _ready(ix, processor_url)[0] == 200, 30, "the processor's /ready")
+        assert new_genesis in _ready(ix, processor_url)[2]["processor"]
+        log = (tmp_path / "indexer" / "processor.log").read_text()
+        assert f"genesis changed from {old_genesis} to {new_genesis}" in log, log[-3000:]
+
         new.wait_for(lambda: new.best() >= 3, 30, "blocks on the new chain")
         st = ix.wait_height(3, genesis=new_genesis, timeout=60)
         assert st["resetCount"] == 1
-
-        ix.wait_for(lambda: ix.http("GET", "/ready")[0] == 200, 60, "/ready on the new genesis")
         q = """query($a: String!, $g: String) { transfers(account: $a, genesisHash: $g) {
                  edges { node { from to amount blockNumber extrinsicHash } } } }"""
         kept = ix.data(q, {"a": receiver, "g": old_genesis})["transfers"]["edges"]
@@ -125,8 +173,8 @@ def test_a_reset_archives_the_old_network_and_indexes_the_new_one(tmp_path, data
         archived = ix.status(old_genesis)
         assert archived["genesisHash"] == old_genesis and archived["height"] >= number
     finally:
+        if frozen:
+            freeze(False)
         ix.stop()
         new.stop()
         old.stop()
-
-

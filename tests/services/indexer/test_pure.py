@@ -96,7 +96,7 @@ def test_store_rollback_deletes_everything_above_the_ancestor_and_resets_archive
     Base.metadata.create_all(engine)
     with engine.begin() as c:
         net = store.ensure_network(c, "0xg1", "Test")
-        assert net.created and net.reset_count == 0
+        assert net.created and net.reset_count == 0 and net.archived is None
         store.insert_blocks(c, net.id, [_block(0, "h0", "0x0"), _block(1, "h1", "h0", 2),
                                         _block(2, "h2", "h1", 1)])
         assert store.touched_above(c, net.id, 0) == ({ALICE, BOB}, set())
@@ -109,6 +109,7 @@ def test_store_rollback_deletes_everything_above_the_ancestor_and_resets_archive
         assert not again.created and again.id == net.id
         reset = store.ensure_network(c, "0xg2", "Test")
         assert reset.created and reset.reset_count == 1 and reset.id != net.id
+        assert reset.archived == "0xg1"
         assert queries.network(c, None).genesis_hash == "0xg2"
         assert store.tip(c, net.id) == (1, "h1")  # the archived network keeps its rows
         with pytest.raises(queries.QueryError, match=r"genesisHash: 0xg3 .* known: 0xg1, 0xg2"):

@@ -1,0 +1,210 @@
+"""``ops-tools operator``: onboard an operator end to end, and show where it stands.
+
+The URLs and secrets default to the local network's (``ops-tools localnet up``); on the test
+network give them (or the playbook ``playbooks/operator_worker.yml`` does).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import typer
+
+from ops_tools.cli.output import err_console, print_json
+from ops_tools.deploy import localnet
+from ops_tools.deploy.paths import localnet_dir
+from ops_tools.errors import InputError
+from ops_tools.operator import report, runner
+from ops_tools.operator import status as op_status
+from ops_tools.operator.context import TEST_ENGINE, Options
+from ops_tools.wallet import inputs
+from ops_tools.wallet.attest import ENV_ATTESTATION_URL
+from ops_tools.wallet.faucet_client import resolve_faucet_url
+from ops_tools.wallet.keystore import default_keystore_dir
+from ops_tools.wallet.rpc import resolve_rpc_url
+
+app = typer.Typer(help="Operator onboarding: GPU, wallet, funds, attestation, stake, worker.",
+                  no_args_is_help=True)
+
+NameOpt = typer.Option(..., "--name", help="The operator's account name in the keystore.")
+RpcOpt = typer.Option(None, "--rpc-url", help="Node WebSocket RPC (default $NET_RPC_URL, else"
+                      " the local network's ws://127.0.0.1:9944).")
+GatewayOpt = typer.Option(None, "--gateway-url", help="Gateway (default $NET_GATEWAY_URL, else"
+                          " the local network's http://127.0.0.1:8005).")
+KeystoreOpt = typer.Option(None, "--keystore", help="Keystore directory (default wallet-cli's).")
+StateOpt = typer.Option(None, "--state-dir", help="Journal, worker configuration and secrets"
+                        " (default ~/.local/state/net/operator/NAME).")
+JsonOpt = typer.Option(False, "--json", help="Print the final report as JSON on stdout.")
+
+
+def _gateway_url(flag: str | None) -> str:
+    return (flag or os.environ.get("NET_GATEWAY_URL") or "http://127.0.0.1:8005").rstrip("/")
+
+
+def _state_dir(flag: Path | None, name: str) -> Path:
+    if flag is not None:
+        return flag.resolve()
+    base = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+    return base / "net" / "operator" / name
+
+
+def _local(path: Path) -> Path | None:
+    return path if path.is_file() else None
+
+
+class RichDisplay:
+    def skipped(self, title: str, detail: str) -> None:
+        err_console.print(f"[green]✓[/] {title} [dim](done earlier: {detail})[/]")
+
+    def started(self, title: str) -> None:
+        err_console.print(f"[bold]▶ {title}[/]")
+
+    def finished(self, title: str, detail: str) -> None:
+        err_console.print(f"[green]✓[/] {title}: {detail}", highlight=False)
+
+    def failed(self, title: str, error: str) -> None:
+        err_console.print(f"[red]✗[/] {title} failed")
+
+    def note(self, message: str) -> None:
+        err_console.print(f"  {message}", markup=False, highlight=False)
+
+
+@app.command("onboard")
+def onboard(
+    name: str = NameOpt,
+    passphrase_file: Path | None = typer.Option(
+        None, "--passphrase-file", help="File holding the keystore passphrase (else"
+        " $NET_WALLET_PASSPHRASE, else a prompt); never on the command line."),
+    stake: int | None = typer.Option(None, "--stake", help="Stake in plancks (default MinStake)."),
+    engine_url: str | None = typer.Option(None, "--engine-url", help="The inference engine"
+                                          " (OpenAI-compatible base URL) the worker serves."),
+    test_engine: bool = typer.Option(False, "--test-engine", help="Serve the built-in TEST"
+                                     " ENGINE (no GPU, no weights; test network only)."),
+    model: list[str] = typer.Option([], "--model", help="Announce only these models."),
+    no_gpu: bool = typer.Option(False, "--no-gpu", help="Record that the worker has no GPU"
+                                " (test network only)."),
+    rpc_url: str | None = RpcOpt,
+    faucet_url: str | None = typer.Option(None, "--faucet-url", help="Faucet (default"
+                                          " $NET_FAUCET_URL, else the local network's)."),
+    attestation_url: str | None = typer.Option(
+        None, "--attestation-url", help=f"Attestation service (default ${ENV_ATTESTATION_URL},"
+        " else the local network's)."),
+    gateway_url: str | None = GatewayOpt,
+    gateway_secret_file: Path | None = typer.Option(
+        None, "--gateway-secret-file", help="The gateway's worker secret (default: the local"
+        " network's)."),
+    gateway_key_file: Path | None = typer.Option(
+        None, "--gateway-key-file", help="A gateway API key for the test request (default: the"
+        " local network's development key)."),
+    service_manager: str | None = typer.Option(
+        None, "--service-manager", help="systemd or supervisor (default: supervisor when the"
+        " local network's supervisord is there, else systemd)."),
+    supervisor_conf: Path | None = typer.Option(
+        None, "--supervisor-conf", help="supervisord.conf to add the worker to (default: the"
+        " local network's)."),
+    service_user: str | None = typer.Option(None, "--service-user",
+                                            help="Run the worker as this user."),
+    worker_host: str = typer.Option("127.0.0.1", "--worker-host", help="Worker listen address."),
+    worker_port: int = typer.Option(8111, "--worker-port", help="Worker listen port."),
+    worker_public_url: str | None = typer.Option(
+        None, "--worker-public-url", help="The URL the gateway calls the worker at."),
+    keystore: Path | None = KeystoreOpt,
+    state_dir: Path | None = StateOpt,
+    timeout: float = typer.Option(180.0, "--timeout", help="Seconds each wait may take."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before acting."),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Onboard an operator: every step journaled; run again to continue where it stopped."""
+    inputs.account_name(name)
+    if test_engine == (engine_url is not None):
+        raise InputError("--engine-url / --test-engine: give exactly one (the engine the worker"
+                         " serves, or the built-in test engine on the test network)")
+    local = localnet_dir()
+    local_supervisor = _local(localnet.supervisor_conf(local))
+    if service_manager is None:
+        service_manager = "supervisor" if local_supervisor or supervisor_conf else "systemd"
+    if service_manager not in ("systemd", "supervisor"):
+        raise InputError(f"--service-manager: {service_manager!r}: use systemd or supervisor")
+    if worker_public_url is None and worker_host in ("0.0.0.0", "::"):  # noqa: S104
+        raise InputError(f"--worker-public-url: none given while the worker listens on"
+                         f" {worker_host}; give the URL the gateway reaches it at")
+    if stake is not None and stake < 0:
+        raise InputError(f"--stake: {stake}: a number of plancks, 0 or more")
+    opts = Options(
+        name=name,
+        state_dir=_state_dir(state_dir, name),
+        keystore_dir=keystore or default_keystore_dir(),
+        passphrase_file=passphrase_file,
+        rpc_url=resolve_rpc_url(rpc_url),
+        faucet_url=resolve_faucet_url(faucet_url),
+        attestation_url=attestation_url or os.environ.get(ENV_ATTESTATION_URL)
+        or "http://127.0.0.1:8002",
+        gateway_url=_gateway_url(gateway_url),
+        stake=stake,
+        engine_url=TEST_ENGINE if test_engine else str(engine_url).rstrip("/"),
+        models=model,
+        no_gpu=no_gpu,
+        gateway_secret_file=gateway_secret_file
+        or _local(local / "worker-0" / "secrets" / "gateway_secret"),
+        gateway_key_file=gateway_key_file
+        or _local(local / "gateway-0" / "secrets" / "dev_api_key"),
+        service_manager=service_manager,
+        supervisor_conf=supervisor_conf or local_supervisor,
+        service_user=service_user,
+        worker_host=worker_host,
+        worker_port=worker_port,
+        worker_public_url=worker_public_url,
+        timeout_s=timeout,
+    )
+    if not yes and not json_out and err_console.is_terminal:
+        typer.confirm(f"Onboard operator {name!r} on {opts.rpc_url} (stake, faucet drip, a"
+                      f" {service_manager} service)?", abort=True)
+    result = runner.onboard(opts, RichDisplay())
+    out = report.onboarding_report(result.journal, result.ran, result.skipped)
+    report.save(opts.state_dir / "report.json", out)
+    if json_out:
+        print_json(out)
+        return
+    err_console.print(f"operator {name} onboarded: account {out['account']}, stake"
+                      f" {out['stake']}, attestation {out['attestation_hash']}, worker"
+                      f" {out['worker_url']} ({', '.join(out['models'])}); journal"
+                      f" {out['journal']}", markup=False, highlight=False)
+
+
+@app.command("status")
+def status(
+    name: str = NameOpt,
+    rpc_url: str | None = RpcOpt,
+    gateway_url: str | None = GatewayOpt,
+    indexer_url: str | None = typer.Option(
+        None, "--indexer-url", help="Indexer for earnings (default $NET_INDEXER_URL, else the"
+        " local network's http://127.0.0.1:8004)."),
+    faucet_url: str | None = typer.Option(None, "--faucet-url", help="Faucet (its drips are"
+                                          " not earnings)."),
+    keystore: Path | None = KeystoreOpt,
+    json_out: bool = JsonOpt,
+) -> None:
+    """Registration, stake, last heartbeat epoch vs the current one, liveness, earnings."""
+    inputs.account_name(name)
+    out = op_status.status(
+        name, keystore or default_keystore_dir(), resolve_rpc_url(rpc_url),
+        _gateway_url(gateway_url),
+        (indexer_url or os.environ.get("NET_INDEXER_URL") or "http://127.0.0.1:8004").rstrip("/"),
+        resolve_faucet_url(faucet_url))
+    if json_out:
+        print_json(out)
+        return
+    view = out["gateway_view"] or {}
+    earned = out.get("earnings_settled") or {}
+    for label, value in (
+        ("account", out["account"]),
+        ("registered", f"{out['registered']} (stake {out['stake']}, block {out['registered_at']})"),
+        ("heartbeat", f"last epoch {out['last_heartbeat_epoch']}, current"
+                      f" {out['current_epoch']}: {out['heartbeat']}"),
+        ("gateway", "live" if out["worker_live"] else f"not live ({view.get('reason')})"),
+        ("models", ", ".join(view.get("models", [])) or "-"),
+        ("earnings settled", f"{earned.get('plancks', '?')} plancks in"
+                             f" {earned.get('transfers', '?')} transfer(s)"),
+    ):
+        err_console.print(f"{label:17} {value}", markup=False, highlight=False)

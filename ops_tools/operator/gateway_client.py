@@ -1,0 +1,71 @@
+"""What onboarding and status ask the gateway: its view of the workers, and a test request."""
+
+from __future__ import annotations
+
+import concurrent.futures
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from ops_tools.errors import OpsError
+
+
+def worker_view(gateway_url: str, operator: str, timeout: float = 10) -> dict[str, Any] | None:
+    """The gateway's row for ``operator``'s worker (``GET /v1/workers``), None when unknown."""
+    try:
+        response = httpx.get(f"{gateway_url}/v1/workers", timeout=timeout)
+        response.raise_for_status()
+        body = response.json()
+    except (httpx.HTTPError, ValueError) as exc:
+        raise OpsError(f"gateway {gateway_url}/v1/workers: {exc}; check --gateway-url") from None
+    rows = [w for w in body.get("workers", []) if w.get("operator") == operator]
+    if not rows:
+        return None
+    row = next((w for w in rows if w.get("live")), rows[0])
+    return {**row, "current_epoch": body.get("current_epoch")}
+
+
+@dataclass
+class Answer:
+    operator: str | None
+    status: int
+    request_id: str | None
+    text: str
+
+
+def _chat(client: httpx.Client, url: str, key: str, model: str) -> Answer:
+    response = client.post(
+        f"{url}/v1/chat/completions",
+        headers={"Authorization": f"Bearer {key}"},
+        json={"model": model, "max_tokens": 16,
+              "messages": [{"role": "user", "content": "onboarding test request"}]},
+    )
+    text = ""
+    if response.status_code == 200:
+        text = response.json()["choices"][0]["message"]["content"]
+    return Answer(response.headers.get("x-net-operator"), response.status_code,
+                  response.headers.get("x-request-id"), text or response.text[:200])
+
+
+def request_served_by(gateway_url: str, key: str, model: str, operator: str, *,
+                      rounds: int = 20, burst: int = 4) -> Answer:
+    """A chat completion through the gateway that ``operator``'s worker answered.
+
+    The gateway picks the least busy live worker (ties to the one it knew first), so a single
+    request may go to another operator's idle worker: requests are sent in small concurrent
+    bursts, which spread over the live workers, until one is answered by ours.
+    """
+    seen: list[str] = []
+    with httpx.Client(timeout=60) as client, \
+            concurrent.futures.ThreadPoolExecutor(burst) as pool:
+        for _ in range(rounds):
+            answers = list(pool.map(lambda _i: _chat(client, gateway_url, key, model),
+                                    range(burst)))
+            for answer in answers:
+                if answer.status == 200 and answer.operator == operator:
+                    return answer
+                seen.append(f"{answer.status} from {answer.operator}")
+    raise OpsError(f"daemon: {rounds * burst} test requests through the gateway {gateway_url}"
+                   f" were none answered by {operator}'s worker (last: {seen[-1]}); check the"
+                   " worker's log")

@@ -1,0 +1,110 @@
+"""The onboarding run: a preflight, then each step not yet done, journaled."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ops_tools.errors import InputError, OpsError
+from ops_tools.operator.context import Context, Options
+from ops_tools.operator.journal import Journal
+from ops_tools.operator.steps import (
+    attestation,
+    daemon,
+    funding,
+    gpu,
+    heartbeat,
+    stake,
+    wallet,
+)
+from ops_tools.wallet import operator, rpc
+from ops_tools.wallet.tokens import format_tokens
+
+STEPS = (gpu, wallet, funding, attestation, stake, daemon, heartbeat)
+STEP_NAMES = tuple(s.NAME for s in STEPS)
+
+
+class Display(Protocol):
+    def skipped(self, title: str, detail: str) -> None: ...
+    def started(self, title: str) -> None: ...
+    def finished(self, title: str, detail: str) -> None: ...
+    def failed(self, title: str, error: str) -> None: ...
+    def note(self, message: str) -> None: ...
+
+
+@dataclass
+class RunResult:
+    journal: Journal
+    ran: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+def prepare(opts: Options) -> None:
+    for directory in (opts.state_dir, opts.secrets_dir):
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        directory.chmod(0o700)
+
+
+def preflight(ctx: Context) -> None:
+    """Network and stake, before any step: a refusal here leaves nothing changed anywhere."""
+    opts = ctx.options
+    rpc.require_websocket(opts.rpc_url)
+    substrate = ctx.substrate()
+    operator.require_pallet(substrate, opts.rpc_url)
+    genesis = operator.genesis_hash(substrate)
+    if not ctx.journal.bind_network(genesis):
+        ctx.emit(f"the network was reset (genesis {genesis}): onboarding starts afresh")
+    minimum = operator.min_stake(substrate) or 0
+    wanted = minimum if opts.stake is None else opts.stake
+    if wanted < minimum:
+        raise InputError(f"--stake: {wanted} plancks is below MinStake {minimum} plancks"
+                         f" ({format_tokens(minimum)} tokens); give --stake {minimum} or more"
+                         " (nothing was done)")
+    registered = ctx.facts.get("stake")
+    if registered is not None and int(registered) != wanted and ctx.journal.done(stake.NAME):
+        ctx.emit(f"already registered with stake {registered}; --stake {wanted} is ignored")
+        wanted = int(registered)
+    ctx.facts.update({"stake": str(wanted), "min_stake": str(minimum), "genesis_hash": genesis})
+    ctx.journal.save()
+
+
+def onboard(opts: Options, display: Display,
+            on_context: Callable[[Context], None] | None = None) -> RunResult:
+    prepare(opts)
+    journal = Journal.open(opts.journal_path, opts.name)
+    ctx = Context(opts, journal, emit=display.note)
+    if on_context is not None:
+        on_context(ctx)
+    result = RunResult(journal)
+    try:
+        preflight(ctx)
+        for step in STEPS:
+            if journal.done(step.NAME):
+                rec = journal.record(step.NAME)
+                display.skipped(step.TITLE, rec.detail if rec else "")
+                result.skipped.append(step.NAME)
+                continue
+            display.started(step.TITLE)
+            rec = journal.begin(step.NAME)
+            try:
+                outcome = step.run(ctx)
+            except OpsError as exc:
+                journal.fail(rec, str(exc))
+                display.failed(step.TITLE, str(exc))
+                raise
+            except Exception as exc:  # an unexpected failure is still journaled and named
+                journal.fail(rec, f"{type(exc).__name__}: {exc}")
+                display.failed(step.TITLE, str(exc))
+                raise OpsError(f"{step.NAME}: {type(exc).__name__}: {exc}") from exc
+            journal.finish(rec, outcome.detail, outcome.facts)
+            display.finished(step.TITLE, outcome.detail)
+            result.ran.append(step.NAME)
+    finally:
+        ctx.close()
+    return result
+
+
+def steps_json(journal: Journal) -> list[dict[str, Any]]:
+    return [{"step": s.name, "status": s.status, "attempts": s.attempts, "detail": s.detail}
+            for s in journal.steps]

@@ -1,0 +1,145 @@
+"""Step 6: the worker under the service manager, live at the gateway and answering through it.
+
+systemd: a hardened ``Type=notify`` unit with ``WatchdogSec`` (the worker notifies the watchdog
+every liveness tick); supervisor: a program in the supervisord's ``conf.d`` (the local network's,
+or a host's). The passphrase and the gateway's worker secret are copied into the state
+directory's ``secrets/`` (0600): the worker unlocks the keystore with them at every start.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from ops_tools import atomic
+from ops_tools.errors import InputError, OpsError
+from ops_tools.operator import gateway_client, units
+from ops_tools.operator.context import TEST_ENGINE, Context, Options
+from ops_tools.operator.steps import Outcome
+
+NAME = "daemon"
+TITLE = "Daemon"
+
+
+def _tool(name: str) -> str:
+    beside = Path(sys.executable).with_name(name)
+    return str(beside) if beside.exists() else (shutil.which(name) or name)
+
+
+def _run(argv: list[str], what: str) -> str:
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    except OSError as exc:
+        raise OpsError(f"daemon: {what}: cannot run {argv[0]} ({exc.strerror})") from None
+    if done.returncode != 0:
+        output = (done.stderr or done.stdout).strip().splitlines()
+        raise OpsError(f"daemon: {what} failed (exit {done.returncode}):"
+                       f" {output[-1] if output else 'no output'}")
+    return done.stdout
+
+
+def log_hint(opts: Options) -> str:
+    if opts.service_manager == "systemd":
+        return f"journalctl -u {opts.program}"
+    return str(opts.state_dir / "worker.log")
+
+
+def _install_supervisor(opts: Options) -> None:
+    conf = opts.supervisor_conf
+    if conf is None or not conf.is_file():
+        raise InputError(f"--supervisor-conf: {conf}: no supervisord configuration there; give"
+                         " the supervisord.conf whose conf.d/ takes the worker's program, or use"
+                         " --service-manager systemd")
+    atomic.write_text(conf.parent / "conf.d" / f"{opts.program}.conf",
+                      units.supervisor_program(opts), mode=0o644)
+    ctl = [_tool("supervisorctl"), "-c", str(conf)]
+    _run([*ctl, "update", opts.program], "supervisorctl update")
+    status = subprocess.run([*ctl, "status", opts.program], capture_output=True, text=True,
+                            timeout=60, check=False)
+    if "RUNNING" not in status.stdout:
+        _run([*ctl, "restart", opts.program], "supervisorctl restart")
+
+
+def _install_systemd(opts: Options) -> None:
+    unit = opts.systemd_unit_dir / f"{opts.program}.service"
+    try:
+        atomic.write_text(unit, units.systemd_unit(opts), mode=0o644)
+    except PermissionError:
+        raise OpsError(f"daemon: cannot write {unit} (permission denied); run onboard as root"
+                       " (sudo) or use --service-manager supervisor") from None
+    _run(["systemctl", "daemon-reload"], "systemctl daemon-reload")
+    _run(["systemctl", "enable", opts.program], "systemctl enable")
+    # restart, not start: a re-run after a failed daemon step must pick up the new files.
+    _run(["systemctl", "restart", opts.program], "systemctl restart")
+
+
+def _wait(what: str, check, opts: Options) -> object:  # noqa: ANN001 - a small poll helper
+    deadline = time.monotonic() + opts.timeout_s
+    last: object = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last and not isinstance(last, str):
+            return last
+        time.sleep(1)
+    raise OpsError(f"daemon: {what} within {opts.timeout_s:g} s ({last or 'no answer'});"
+                   f" see the worker's log: {log_hint(opts)}")
+
+
+def _health(url: str) -> bool | str:
+    try:
+        return httpx.get(f"{url}/health", timeout=5).status_code == 200
+    except httpx.HTTPError as exc:
+        return type(exc).__name__
+
+
+def run(ctx: Context) -> Outcome:
+    opts = ctx.options
+    if opts.gateway_secret_file is None or not opts.gateway_secret_file.is_file():
+        raise InputError(f"--gateway-secret-file: {opts.gateway_secret_file}: not a file; give"
+                         " the gateway's worker secret (its operator hands it out)")
+    if opts.engine_url != TEST_ENGINE:
+        try:
+            httpx.get(f"{opts.engine_url}/v1/models", timeout=10).raise_for_status()
+        except httpx.HTTPError as exc:
+            raise OpsError(f"daemon: the engine at {opts.engine_url} does not answer /v1/models"
+                           f" ({exc}); start it first, or fix --engine-url") from None
+    secrets = opts.secrets_dir
+    passphrase_file = secrets / "passphrase"
+    secret_file = secrets / "gateway_secret"
+    atomic.write_text(passphrase_file, ctx.passphrase(), mode=0o600)
+    atomic.write_bytes(secret_file, opts.gateway_secret_file.read_bytes(), mode=0o600)
+    atomic.write_text(opts.state_dir / "worker.yml",
+                      units.worker_config(opts, str(ctx.journal.genesis_hash), passphrase_file,
+                                          secret_file), mode=0o600)
+    if opts.service_manager == "systemd":
+        _install_systemd(opts)
+    else:
+        _install_supervisor(opts)
+    url, account = opts.worker_url(), ctx.facts["account"]
+    ctx.emit(f"{opts.program} started ({opts.service_manager}); waiting for {url}/health")
+    _wait(f"the worker did not answer {url}/health", lambda: _health(url), opts)
+    ctx.emit("waiting until the gateway lists the worker as live")
+
+    def live() -> dict | str | None:
+        row = gateway_client.worker_view(opts.gateway_url, account)
+        if row is None:
+            return "the gateway does not know the worker yet"
+        return row if row.get("live") else str(row.get("reason"))
+
+    row = _wait("the gateway did not list the worker as live", live, opts)
+    assert isinstance(row, dict)
+    facts = {"worker_url": url, "program": opts.program, "service_manager": opts.service_manager,
+             "models": row.get("models", []), "gateway_view": row}
+    if opts.gateway_key_file is None:
+        return Outcome(f"worker live at the gateway (models {', '.join(row['models'])}); no"
+                       " --gateway-key-file, so no test request", facts)
+    key = opts.gateway_key_file.read_text().strip()
+    answer = gateway_client.request_served_by(opts.gateway_url, key, row["models"][0], account)
+    facts["test_request_id"] = answer.request_id
+    return Outcome(f"worker live at the gateway (models {', '.join(row['models'])}); test"
+                   f" request {answer.request_id} answered by it", facts)

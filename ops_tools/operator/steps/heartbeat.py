@@ -1,0 +1,52 @@
+"""Step 7: the on-chain heartbeat for the current epoch (the worker keeps them going after).
+
+The worker started in step 6 heartbeats too, with the same key: the two may race for a nonce
+or an epoch. The runtime allows one epoch of advance per heartbeat, so this step sends the next
+allowed epoch (last + 1) until the chain's ``last_heartbeat_epoch`` reaches the epoch current
+when the step began, re-reading after each refusal: whichever heartbeat lands, the rule holds.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ops_tools.errors import OpsError
+from ops_tools.operator.context import Context
+from ops_tools.operator.steps import Outcome
+from ops_tools.wallet import operator
+from ops_tools.wallet.errors import ChainRejection
+
+NAME = "heartbeat"
+TITLE = "First heartbeat"
+
+
+def _last(ctx: Context) -> tuple[int, int]:
+    substrate = ctx.substrate()
+    record = operator.operator_record(substrate, ctx.facts["account"]) or {}
+    return int(record.get("last_heartbeat_epoch", -1)), operator.current_epoch(substrate)
+
+
+def run(ctx: Context) -> Outcome:
+    last, target = _last(ctx)
+    ours: list[int] = []
+    why = ""
+    deadline = time.monotonic() + ctx.options.timeout_s
+    while last < target:
+        if time.monotonic() > deadline:
+            raise OpsError(f"heartbeat: the chain's last heartbeat is epoch {last}, not the"
+                           f" current {target}, after {ctx.options.timeout_s:g} s ({why}); see"
+                           " the worker's log")
+        epoch = last + 1
+        try:
+            sub = operator.heartbeat(ctx.substrate(), ctx.keypair(), epoch, ctx.options.name)
+            if sub.success:
+                ours.append(epoch)
+            else:  # the worker's heartbeat for this epoch landed first
+                why = f"{sub.error_pallet}.{sub.error_name}"
+        except ChainRejection as exc:  # the worker's took the nonce first
+            why = str(exc)[:200]
+            time.sleep(1)
+        last, _ = _last(ctx)
+    who = "ours" if target in ours else "the worker's"
+    return Outcome(f"heartbeat for epoch {last} on chain ({who}); the worker keeps them going",
+                   {"heartbeat_epoch": last, "heartbeat_epochs_sent": ours})

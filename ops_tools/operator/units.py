@@ -1,0 +1,117 @@
+"""What the service manager runs: the worker's configuration, its systemd unit or supervisor
+program. Pure text from the options; writing and starting them is ``steps.daemon``."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ops_tools.operator.context import Options
+
+# The worker notifies the watchdog every liveness tick (tick_s, 2 s) whether the tick succeeded
+# or not: a hung loop is restarted, a gateway outage is not. A tick may wait for an extrinsic's
+# inclusion, hence the margin.
+WATCHDOG_SEC = 120
+
+
+def worker_config(opts: Options, genesis_hash: str, passphrase_file: Path,
+                  gateway_secret_file: Path) -> str:
+    config: dict[str, Any] = {
+        "listen_host": opts.worker_host,
+        "listen_port": opts.worker_port,
+        "public_url": opts.worker_url(),
+        "gateway_url": opts.gateway_url.rstrip("/"),
+        "engine_url": opts.engine_url,
+        "models": list(opts.models),
+        "rpc_url": opts.rpc_url,
+        "keystore_dir": str(opts.keystore_dir),
+        "account": opts.name,
+        "passphrase_file": str(passphrase_file),
+        "gateway_secret_file": str(gateway_secret_file),
+        "genesis_hash": genesis_hash,
+        "state_dir": str(opts.state_dir),
+        "log_level": "info",
+    }
+    return "# Written by ops-tools operator onboard (docs/operator.md).\n" + yaml.safe_dump(
+        config, sort_keys=True)
+
+
+def _command(opts: Options) -> str:
+    return f"{shlex.quote(str(opts.worker_executable))} --config" \
+           f" {shlex.quote(str(opts.state_dir / 'worker.yml'))}"
+
+
+def systemd_unit(opts: Options) -> str:
+    user = f"User={opts.service_user}\nGroup={opts.service_user}\n" if opts.service_user else ""
+    return f"""# Written by ops-tools operator onboard (docs/operator.md); a re-run overwrites it.
+[Unit]
+Description=NET operator worker {opts.name}
+After=network-online.target
+Wants=network-online.target
+StartLimitIntervalSec=600
+StartLimitBurst=10
+
+[Service]
+Type=notify
+NotifyAccess=main
+{user}ExecStart={_command(opts)}
+Restart=always
+RestartSec=5
+WatchdogSec={WATCHDOG_SEC}
+TimeoutStartSec=120
+TimeoutStopSec=20
+KillSignal=SIGTERM
+SuccessExitStatus=SIGTERM
+
+NoNewPrivileges=true
+ProtectSystem=strict
+ProtectHome=read-only
+PrivateTmp=true
+# The worker forwards HTTP to the engine; the engine, not the worker, holds the GPU.
+PrivateDevices=true
+ProtectKernelTunables=true
+ProtectKernelModules=true
+ProtectKernelLogs=true
+ProtectControlGroups=true
+ProtectClock=true
+ProtectHostname=true
+RestrictSUIDSGID=true
+RestrictRealtime=true
+RestrictNamespaces=true
+RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX
+LockPersonality=true
+MemoryDenyWriteExecute=true
+SystemCallArchitectures=native
+SystemCallFilter=@system-service
+SystemCallFilter=~@privileged @resources
+CapabilityBoundingSet=
+UMask=0077
+ReadWritePaths={opts.state_dir}
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def supervisor_program(opts: Options) -> str:
+    user = f"user={opts.service_user}\n" if opts.service_user else ""
+    return f"""; Written by ops-tools operator onboard (docs/operator.md); a re-run overwrites it.
+[program:{opts.program}]
+command={_command(opts)}
+directory={opts.state_dir}
+{user}autostart=true
+autorestart=true
+startsecs=2
+startretries=5
+stopsignal=TERM
+stopwaitsecs=20
+stopasgroup=true
+killasgroup=true
+redirect_stderr=true
+stdout_logfile={opts.state_dir / 'worker.log'}
+stdout_logfile_maxbytes=10MB
+stdout_logfile_backups=3
+"""

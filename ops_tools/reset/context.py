@@ -1,0 +1,249 @@
+"""What every phase of a reset cycle works with: the options, the inventory and what it says
+about the network, the nodes as their host manifests describe them, the way to reach their
+hosts, and the facts the phases hand on to each other (journaled, so a resumed cycle has them).
+
+Where the local network differs from a remote one, the inventory says so (``net_localnet``,
+``net_node_kind``, ``net_public_rpc_url``, ``ansible_connection: local``); nothing here compares
+inventory paths.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypedDict
+
+from ops_tools.chain.rpc import RpcClient, RpcError
+from ops_tools.chain.status import WaitTimeout, wait_for
+from ops_tools.deploy.inventory import Inventory, load_inventory
+from ops_tools.deploy.paths import NETWORKS, PROJECT_ROOT, localnet_dir
+from ops_tools.errors import InputError, OpsError
+from ops_tools.reset.hooks import ServiceHook
+from ops_tools.reset.nodes import Node, is_local
+
+if TYPE_CHECKING:
+    from ops_tools.deploy.runner import PlaybookResult
+    from ops_tools.reset.hostops import Machines
+
+# Seconds for one JSON-RPC question to a node or the public endpoint (as curl's --max-time on
+# remote hosts). The questions go out in parallel, so this bounds the compare phase as a whole.
+RPC_TIMEOUT_S = 5.0
+
+
+class CycleFailed(OpsError):
+    pass
+
+
+@dataclass
+class Options:
+    inventory: Path
+    repo: str
+    ref: str
+    dry_run: bool = False
+    yes: bool = False
+    resume: bool = False
+    timeout_s: float = 120.0
+    build_cache: Path | None = None
+    on_step: Callable[[str], None] = lambda _: None
+    confirm: Callable[[str], bool] = lambda _: False
+
+
+class Facts(TypedDict, total=False):
+    """What the phases learn and pass on; journaled as JSON after every phase."""
+
+    # build
+    revision: str
+    artifact_dir: str
+    node_binary: str
+    runtime: str
+    binary_sha256: str
+    runtime_sha256: str
+    node_version: str | None
+    devnode: bool
+    # render
+    render_dir: str
+    expected_genesis: str
+    # compare, decide
+    public_genesis: str | None
+    node_genesis: dict[str, str | None]
+    action: str
+    reason: str
+    # the network's downtime window (epoch seconds): first stop, then verified on the new chain
+    downtime_from: float
+    downtime_to: float
+
+
+def state_root() -> Path:
+    env = os.environ.get("NET_OPS_STATE")
+    return Path(env).expanduser() if env else Path.home() / ".local" / "state" / "net-ops"
+
+
+def cycle_dir(inventory: Path) -> Path:
+    resolved = inventory.resolve()
+    digest = hashlib.sha256(str(resolved).encode()).hexdigest()[:8]
+    return state_root() / "reset" / f"{resolved.name}-{digest}"
+
+
+@dataclass
+class Background:
+    """A playbook run in a thread that a later phase waits for (restart-services' services.yml,
+    awaited by the services phase)."""
+
+    run: Future[PlaybookResult] | None = None
+    cancel: threading.Event = field(default_factory=threading.Event)
+
+    def stop(self) -> None:
+        """A cycle that fails or is interrupted before the services phase stops the run,
+        instead of leaving it waiting for a chain that will not come."""
+        if self.run is None or self.run.done():
+            return
+        self.cancel.set()
+        # Its failure (cancelled) is not the cycle's error, which is already on its way up.
+        with contextlib.suppress(Exception):
+            self.run.result(timeout=60)
+
+
+@dataclass
+class CycleContext:
+    opts: Options
+    inventory: Inventory
+    dir: Path
+    facts: Facts = field(default_factory=lambda: Facts())
+    nodes: list[Node] = field(default_factory=list)
+    hooks: list[ServiceHook] = field(default_factory=list)
+    background: Background = field(default_factory=lambda: Background())
+    _machines: Machines | None = None
+
+    @classmethod
+    def open(cls, opts: Options) -> CycleContext:
+        return cls(opts, load_inventory(opts.inventory), cycle_dir(opts.inventory))
+
+    # ---- what the inventory says about the network ------------------------------------------
+    def var(self, name: str, default: Any = None) -> Any:
+        """A network-wide inventory variable (the first host that sets it, untemplated)."""
+        for host in self.inventory.hosts():
+            value = self.inventory.hostvars[host].get(name)
+            if value is not None and "{{" not in str(value):
+                return value
+        return default
+
+    @property
+    def localnet(self) -> bool:
+        """The inventory is the local network: its hosts' state lives under the localnet
+        directory (``NET_LOCALNET_DIR``), as ``ops-tools localnet`` keeps it."""
+        return bool(self.var("net_localnet", False))
+
+    @property
+    def devnode(self) -> bool:
+        return self.var("net_node_kind", "substrate") == "devnode"
+
+    def network_file(self) -> Path:
+        declared = self.var("net_network_definition")
+        if declared:
+            path = Path(declared)
+            return path if path.is_absolute() else PROJECT_ROOT / path
+        return NETWORKS / f"{self.opts.inventory.resolve().name}.yml"
+
+    def public_url(self) -> str:
+        url = self.var("net_public_rpc_url")
+        if not url:
+            raise InputError(
+                f"inventory {self.opts.inventory}: set net_public_rpc_url (the public RPC"
+                " endpoint)"
+            )
+        return str(url)
+
+    def manifest_path(self, host: str) -> str:
+        hv = self.inventory.hostvars[host]
+        root = hv.get("node_root_dir")
+        if self.localnet:
+            root = str(localnet_dir() / host)
+        elif not root or "{{" in str(root):
+            root = f"/var/lib/net/{hv.get('node_name', host)}"
+        return f"{root}/deployed.json"
+
+    def node_hosts(self) -> list[str]:
+        return [h for h in self.inventory.hosts() if self.inventory.role_of(h) != "other"]
+
+    def on_this_machine(self, host: str) -> bool:
+        return is_local(self.inventory.hostvars.get(host, {}), host)
+
+    def playbook_extravars(self) -> dict[str, Any]:
+        """What site.yml and its parts need from this cycle: the new render and binary."""
+        extra = {
+            "net_chainspec_dir": self.facts["render_dir"],
+            "node_binary_src": self.facts["node_binary"],
+            "node_binary_sha256": self.facts["binary_sha256"],
+        }
+        if self.localnet:
+            extra["net_state_dir"] = str(localnet_dir())
+        return extra
+
+    # ---- reaching the hosts -------------------------------------------------------------------
+    @property
+    def machines(self) -> Machines:
+        """The pyinfra session, opened on first use: a decision on local hosts never needs it."""
+        if self._machines is None:
+            from ops_tools.reset.hostops import Machines
+
+            self._machines = Machines(self.inventory, self.node_hosts())
+        return self._machines
+
+    def close(self) -> None:
+        self.background.stop()
+        if self._machines is not None:
+            machines, self._machines = self._machines, None
+            machines.__exit__(None, None, None)
+
+    def read_manifest(self, host: str) -> dict[str, Any] | None:
+        path = self.manifest_path(host)
+        if not self.on_this_machine(host):
+            return self.machines.read_json(host, path)
+        try:
+            data = json.loads(Path(path).read_text())
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def load_nodes(self) -> None:
+        self.nodes = []
+        for host in self.node_hosts():
+            manifest = self.read_manifest(host)
+            if manifest is None:
+                raise CycleFailed(
+                    f"{host}: no host manifest at {self.manifest_path(host)}; deploy it with"
+                    " playbooks/site.yml first (a reset cycle only resets what is deployed)"
+                )
+            self.nodes.append(
+                Node(host, manifest.get("role") or self.inventory.role_of(host), manifest)
+            )
+
+    def of_role(self, *roles: str) -> list[Node]:
+        return [n for n in self.nodes if n.role in roles]
+
+    def node_rpc(self, node: Node, method: str, params: list[Any] | None = None) -> Any:
+        """JSON-RPC on the node's own loopback (authorities expose RPC nowhere else); None when
+        the node does not answer."""
+        if not self.on_this_machine(node.host):
+            return self.machines.rpc(node.host, node.rpc_port, method, params)
+        client = RpcClient(f"http://127.0.0.1:{node.rpc_port}", timeout=RPC_TIMEOUT_S)
+        try:
+            return client.call(method, params)
+        except RpcError:
+            return None
+
+    def wait_on_host(self, node: Node, what: str, check: Callable[[], tuple[bool, str]]) -> str:
+        try:
+            return wait_for(f"{node.host} to {what}", check, self.opts.timeout_s)
+        except WaitTimeout as exc:
+            raise CycleFailed(
+                f"{node.host} did not {what} ({exc}); nothing further was wiped. Fix the node,"
+                " then run reset-cycle --resume"
+            ) from None

@@ -1,0 +1,110 @@
+"""The phases that hand the new network to the roles: the platform services, the docs site's
+release, the host manifests (``record``), and a same-genesis binary roll.
+
+Each runs a playbook with the cycle's render and binary; the roles own the hosts' configuration,
+so a service that joins the inventory's ``services`` group is restarted on the new chain without
+a change here.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from ops_tools.deploy.paths import PLAYBOOKS, localnet_dir
+from ops_tools.reset.context import CycleContext
+
+
+def restart_services(ctx: CycleContext) -> str:
+    # Each service's configuration names the genesis it serves, so re-converging the services
+    # play with the new render restarts every one on the new chain. Started now, in the
+    # background, the restarts overlap the network's downtime: each service is up and not ready
+    # (it names both hashes) until the chain serves its genesis, then ready at once, instead of
+    # starting only after verify. The services phase waits for the run.
+    if not ctx.inventory.hosts("services"):
+        return "no platform services in the inventory"
+    from ops_tools.deploy.runner import run_playbook
+
+    # Long enough to outlast the network's own waits (wait-finality and verify each have
+    # timeout_s): the run's readiness waits end when the new chain is served.
+    extra = {**ctx.playbook_extravars(), "service_ready_timeout": int(3 * ctx.opts.timeout_s)}
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="services-yml")
+    ctx.background.run = pool.submit(
+        run_playbook, PLAYBOOKS / "services.yml", ctx.opts.inventory, extra,
+        cancel=ctx.background.cancel,
+    )
+    pool.shutdown(wait=False)
+    return "services.yml started with the new render (in the background)"
+
+
+def services(ctx: CycleContext) -> str:
+    # The declared hooks (net_services) run their after-reset actions; then restart-services'
+    # run is awaited: its plays end when every service is ready on the new genesis. A resumed
+    # cycle has no such run (it died with the killed one) and converges them here.
+    from ops_tools.deploy.runner import run_playbook
+
+    ctx.machines.run("services after reset", {h.host: h.after_reset() for h in ctx.hooks})
+    hooks = ", ".join(f"{h.name}: {h.action}" for h in ctx.hooks)
+    if ctx.background.run is not None:
+        result = ctx.background.run.result()
+    elif ctx.inventory.hosts("services"):
+        result = run_playbook(PLAYBOOKS / "services.yml", ctx.opts.inventory,
+                              ctx.playbook_extravars())
+    else:
+        return hooks or "no services in the inventory"
+    return "; ".join(filter(None, [
+        hooks, f"services.yml: {result.changed} change(s), every service ready"]))
+
+
+def publish(ctx: CycleContext) -> str:
+    # The docs role publishes the render the network now serves (the previous release is
+    # listed as replaced) and serves the rebuilt site; publishing it again changes nothing.
+    docs_hosts = ctx.inventory.hosts("docs")
+    if not docs_hosts:
+        return "no docs host in the inventory"
+    kind = "devnode" if ctx.facts.get("devnode") else "substrate"
+    if ctx.localnet and all(ctx.inventory.hostvars[h].get("docs_site_on_controller")
+                            for h in docs_hosts):
+        return _publish_in_place(ctx, docs_hosts, kind)
+    from ops_tools.deploy.runner import run_playbook
+
+    extra = {**ctx.playbook_extravars(), "docs_release_node_kind": kind}
+    result = run_playbook(PLAYBOOKS / "docs.yml", ctx.opts.inventory, extra)
+    return (
+        f"release {ctx.facts['expected_genesis']} published on {', '.join(docs_hosts)}"
+        f" ({result.changed} change(s))"
+    )
+
+
+def _publish_in_place(ctx: CycleContext, hosts: list[str], kind: str) -> str:
+    # The local network's nginx serves the controller's build in place: the role's own call,
+    # made here without an ansible-playbook start (seconds), and served as soon as it returns.
+    # The layout is the local inventory's (docs_controller_dir: <localnet>/<host>, with the
+    # role's releases/ and site/ under it); record's run of the role then finds it up to date.
+    from ops_tools.docsite.publish import Release, publish_site
+
+    endpoints = ctx.var("net_public_endpoints") or {}
+    release = Release(Path(ctx.facts["render_dir"]), kind,
+                      None if kind == "devnode" else Path(ctx.facts["node_binary"]))
+    for host in hosts:
+        root = localnet_dir() / host
+        publish_site(root / "releases", root / "site", endpoints, release)
+    return f"release {ctx.facts['expected_genesis']} published in place on {', '.join(hosts)}"
+
+
+def record(ctx: CycleContext) -> str:
+    # The roles own the hosts' configuration: re-converging with the new inputs rewrites the
+    # host manifests. Binary and spec are already in place and the chain data was purged by
+    # this cycle, so the role must not purge (and restart) the new chain again.
+    from ops_tools.deploy.runner import run_playbook
+
+    extra = {**ctx.playbook_extravars(), "node_purge_on_genesis_change": False}
+    result = run_playbook(PLAYBOOKS / "site.yml", ctx.opts.inventory, extra)
+    return f"site.yml converged ({result.changed} change(s)); host manifests record the new chain"
+
+
+def roll_binary(ctx: CycleContext) -> str:
+    from ops_tools.deploy.runner import run_playbook
+
+    result = run_playbook(PLAYBOOKS / "site.yml", ctx.opts.inventory, ctx.playbook_extravars())
+    return f"site.yml rolled the new binary ({result.changed} change(s))"

@@ -1,0 +1,187 @@
+"""Operator onboarding without a network: GPU detection through the lspci / nvidia-smi test
+doubles (fake_tools/), the parsers, the journal's resume rules, the service definitions."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ops_tools.errors import OpsError
+from ops_tools.operator import gpu, gpu_probe, units
+from ops_tools.operator.context import Context, Options
+from ops_tools.operator.journal import Journal
+from ops_tools.operator.report import heartbeat_state
+from ops_tools.operator.steps import gpu as gpu_step
+
+FAKES = Path(__file__).parent / "fake_tools"
+
+
+def tool_output(kind: str, *argv: str) -> str:
+    return subprocess.run([str(FAKES / kind / argv[0]), *argv[1:]], capture_output=True,
+                          text=True, check=True).stdout
+
+
+@pytest.fixture
+def fake_path(monkeypatch):
+    def use(kind: str) -> None:
+        monkeypatch.setenv("PATH", f"{FAKES / kind}{os.pathsep}{os.environ['PATH']}")
+    return use
+
+
+def options(tmp_path: Path, **kw) -> Options:
+    base = dict(name="op1", state_dir=tmp_path / "state", keystore_dir=tmp_path / "ks",
+                passphrase_file=None, rpc_url="ws://127.0.0.1:9", faucet_url="http://127.0.0.1:9",
+                attestation_url="http://127.0.0.1:9", gateway_url="http://127.0.0.1:9")
+    return Options(**{**base, **kw})
+
+
+# --- GPU detection through the test doubles --------------------------------------------------
+
+def test_h100_is_detected_with_model_memory_driver_and_cc_mode(fake_path, tmp_path):
+    fake_path("h100")
+    found = gpu_probe.detect(no_gpu=False)
+    assert [(d.slot, d.vendor_id, d.device_id) for d in found.pci] == [("17:00.0", "10de", "2331")]
+    assert [(g.name, g.memory_mib, g.driver_version) for g in found.gpus] == [
+        ("NVIDIA H100 PCIe", 81559, "550.54.15")]
+    assert found.cc_mode == "on"
+    assert gpu.same_bus(found.pci[0].slot, found.gpus[0].pci_bus_id)
+    outcome = gpu_step.run(Context(options(tmp_path), Journal(tmp_path / "j.json", "op1")))
+    assert "NVIDIA H100 PCIe" in outcome.detail and outcome.facts["gpu"]["no_gpu"] is False
+
+
+def test_no_gpu_stops_with_that_message(fake_path):
+    fake_path("none")
+    with pytest.raises(OpsError, match="no NVIDIA GPU found") as err:
+        gpu_probe.detect(no_gpu=False)
+    assert "--no-gpu" in str(err.value)
+
+
+def test_no_gpu_flag_records_a_worker_without_gpu(fake_path, tmp_path):
+    fake_path("none")
+    outcome = gpu_step.run(Context(options(tmp_path, no_gpu=True),
+                                   Journal(tmp_path / "j.json", "op1")))
+    assert outcome.facts["gpu"] == {"no_gpu": True, "pci_devices": [], "gpus": [],
+                                    "cc_mode": "unknown"}
+
+
+def test_gpu_without_driver_names_the_driver(tmp_path, monkeypatch):
+    # lspci of the H100 server, nvidia-smi of a machine without the driver loaded.
+    mixed = tmp_path / "bin"
+    mixed.mkdir()
+    (mixed / "lspci").symlink_to(FAKES / "h100" / "lspci")
+    (mixed / "nvidia-smi").symlink_to(FAKES / "none" / "nvidia-smi")
+    monkeypatch.setenv("PATH", f"{mixed}{os.pathsep}{os.environ['PATH']}")
+    with pytest.raises(OpsError, match=r"lists 1 NVIDIA GPU.*install the NVIDIA driver"):
+        gpu_probe.detect(no_gpu=False)
+
+
+# --- the parsers -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind,count", [("h100", 1), ("none", 0)])
+def test_lspci_nn_and_mm_agree(kind, count):
+    nn = gpu.nvidia_gpus(gpu.parse_lspci_nn(tool_output(kind, "lspci", "-nn")))
+    mmnn = gpu.nvidia_gpus(gpu.parse_lspci_mm(tool_output(kind, "lspci", "-mm", "-nn")))
+    assert len(nn) == len(mmnn) == count
+    for a, b in zip(nn, mmnn, strict=True):
+        assert (a.slot, a.class_id, a.vendor_id, a.device_id) == \
+               (b.slot, b.class_id, b.vendor_id, b.device_id)
+        assert a.device_name == b.device_name == "GH100 [H100 PCIe]"
+
+
+def test_lspci_mm_without_ids_goes_by_names():
+    devices = gpu.parse_lspci_mm(tool_output("h100", "lspci", "-mm"))
+    assert len(devices) == 4
+    assert [d.slot for d in gpu.nvidia_gpus(devices)] == ["17:00.0"]
+
+
+def test_nvidia_audio_function_and_other_vendors_are_not_gpus():
+    text = ('17:00.1 "Audio device [0403]" "NVIDIA Corporation [10de]" "Device [22bb]" -ra1\n'
+            '18:00.0 "3D controller [0302]" "Advanced Micro Devices, Inc. [AMD/ATI] [1002]"'
+            ' "Aldebaran/MI200 [740c]" -r01\n')
+    assert gpu.nvidia_gpus(gpu.parse_lspci_mm(text)) == []
+
+
+def test_nvidia_smi_csv_several_gpus_and_units():
+    text = ("index, pci.bus_id, name, memory.total [MiB], driver_version\n"
+            "0, 00000000:17:00.0, NVIDIA H100 80GB HBM3, 81559 MiB, 550.54.15\n"
+            "1, 00000000:2A:00.0, NVIDIA H100 80GB HBM3, 81559 MiB, 550.54.15\n")
+    gpus = gpu.parse_nvidia_smi_csv(text)
+    assert [(g.index, g.pci_bus_id, g.memory_mib) for g in gpus] == [
+        (0, "00000000:17:00.0", 81559), (1, "00000000:2A:00.0", 81559)]
+    with pytest.raises(ValueError, match=r"no column .pci\.bus_id."):
+        gpu.parse_nvidia_smi_csv("index, name\n0, x\n")
+
+
+def test_cc_status():
+    assert gpu.parse_cc_status("CC status: ON\n") == "on"
+    assert gpu.parse_cc_status("CC status: OFF") == "off"
+    assert gpu.parse_cc_status("Invalid combination of input arguments.") == "unknown"
+
+
+# --- the journal -----------------------------------------------------------------------------
+
+def test_journal_resumes_and_keeps_one_record_per_step(tmp_path):
+    path = tmp_path / "journal.json"
+    journal = Journal.open(path, "op1")
+    assert journal.bind_network("0x" + "11" * 32)
+    rec = journal.begin("gpu")
+    journal.finish(rec, "none", {"gpu": {"no_gpu": True}})
+    journal.begin("wallet")  # the process dies here
+    again = Journal.open(path, "op1")
+    assert again.done("gpu") and not again.done("wallet")
+    rec = again.begin("wallet")
+    again.finish(rec, "created", {"account": "5F..."})
+    data = json.loads(path.read_text())
+    assert [(s["name"], s["status"], s["attempts"]) for s in data["steps"]] == [
+        ("gpu", "done", 1), ("wallet", "done", 2)]
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_journal_of_another_network_is_moved_aside(tmp_path):
+    path = tmp_path / "journal.json"
+    journal = Journal.open(path, "op1")
+    journal.bind_network("0x" + "11" * 32)
+    journal.finish(journal.begin("gpu"), "x", {"account": "5F..."})
+    fresh = Journal.open(path, "op1")
+    assert not fresh.bind_network("0x" + "22" * 32)
+    assert fresh.steps == [] and fresh.facts == {}
+    assert (tmp_path / f"journal.0x{'11' * 32}.json").exists()
+
+
+def test_journal_of_another_operator_is_refused(tmp_path):
+    Journal.open(tmp_path / "journal.json", "op1")
+    with pytest.raises(OpsError, match="operator 'op1'"):
+        Journal.open(tmp_path / "journal.json", "op2")
+
+
+# --- service definitions ---------------------------------------------------------------------
+
+def test_systemd_unit_is_hardened_with_a_watchdog(tmp_path):
+    opts = options(tmp_path, service_user="net")
+    unit = units.systemd_unit(opts)
+    for line in ("Type=notify", "NotifyAccess=main", f"WatchdogSec={units.WATCHDOG_SEC}",
+                 "Restart=always", "NoNewPrivileges=true", "ProtectSystem=strict",
+                 "CapabilityBoundingSet=", f"ReadWritePaths={opts.state_dir}", "User=net"):
+        assert line in unit.splitlines()
+    assert f"--config {opts.state_dir / 'worker.yml'}" in unit
+
+
+def test_worker_config_names_secret_files_never_their_content(tmp_path):
+    opts = options(tmp_path, models=["m1"])
+    text = units.worker_config(opts, "0x" + "ab" * 32, tmp_path / "pp", tmp_path / "gs")
+    assert "passphrase_file: " + str(tmp_path / "pp") in text
+    assert "account: op1" in text and "engine_url: test" in text
+    program = units.supervisor_program(opts)
+    assert "[program:net-worker-op1]" in program and "autorestart=true" in program
+
+
+def test_heartbeat_state():
+    assert heartbeat_state(None, 5) == "never"
+    assert heartbeat_state(5, 5) == "current"
+    assert heartbeat_state(4, 5).startswith("behind by 1")
+    assert heartbeat_state(1, 5).startswith("behind by 4 epochs")
