@@ -1,12 +1,20 @@
 """Each role's systemd scenario (roles/<role>/molecule/systemd): the production variant on a real
 systemd test host (tests/hosts) over SSH with become, as the testnet inventory sets it. Converge,
 idempotence (a second converge changes nothing), check mode (a converge in --check reports no
-change) and verify; destroy stops the host, which this wrapper makes sure of."""
+change) and verify; destroy stops the host, which this wrapper makes sure of.
+
+The selected scenarios run NET_MOLECULE_SYSTEMD_PARALLEL (default 2) at a time: most of a
+scenario's time is spent waiting (SSH round trips, block production, readiness), and each one
+boots its own fleet on a bridge and subnet of its own, so they do not see each other."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -14,8 +22,47 @@ import pytest
 from tests.ansible.conftest import ROOT, VENV_BIN, ansible_env
 from tests.hosts.hosts import missing_tools, stop_fleet
 
-ROLES = ["node", "authority", "rpc"]
+ROLES = sorted(p.parents[2].name for p in ROOT.glob("roles/*/molecule/systemd/molecule.yml"))
 STEPS = ("create", "prepare", "converge", "idempotence", "check", "verify", "destroy")
+PARALLEL = max(1, int(os.environ.get("NET_MOLECULE_SYSTEMD_PARALLEL", "2")))
+
+
+@dataclass
+class Run:
+    returncode: int
+    out: str
+    ephemeral: Path
+
+
+def _molecule(role: str, workdir: Path) -> Run:
+    ephemeral = workdir / "molecule"
+    env = ansible_env(MOLECULE_EPHEMERAL_DIRECTORY=str(ephemeral), NO_COLOR="1")
+    try:
+        # One stream: the steps' INFO lines (stderr) and the plays' output (stdout) in order.
+        proc = subprocess.run([str(VENV_BIN / "molecule"), "test", "-s", "systemd"],
+                              cwd=ROOT / "roles" / role, env=env, timeout=1500, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False)
+        (workdir / "molecule.log").write_text(proc.stdout)
+        return Run(proc.returncode, proc.stdout, ephemeral)
+    finally:
+        stop_fleet(ephemeral / "hosts")
+
+
+@pytest.fixture(scope="module")
+def scenarios(request: pytest.FixtureRequest,
+              tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future[Run]]]:
+    """Starts every selected scenario at once (PARALLEL at a time); each test waits for its own."""
+    selected = [item.callspec.params["role"] for item in request.session.items
+                if getattr(item, "originalname", "") == "test_systemd_scenario"]
+    pool = ThreadPoolExecutor(max_workers=PARALLEL, thread_name_prefix="molecule")
+    runs = {role: pool.submit(_molecule, role, tmp_path_factory.mktemp(f"systemd-{role}"))
+            for role in selected}
+    try:
+        yield runs
+    finally:
+        for run in runs.values():
+            run.cancel()
+        pool.shutdown(wait=True)
 
 
 def _section(out: str, step: str) -> str:
@@ -25,26 +72,20 @@ def _section(out: str, step: str) -> str:
 
 
 @pytest.mark.slow
+# A test waits for its scenario, which may start only after others finished (PARALLEL at a time);
+# each scenario's own limit is the molecule run's timeout.
+@pytest.mark.timeout(1500 * ((len(ROLES) + PARALLEL - 1) // PARALLEL) + 120)
 @pytest.mark.skipif(bool(missing_tools()), reason="systemd test hosts need root and "
                     f"{', '.join(missing_tools())} (scripts/bootstrap)")
 @pytest.mark.parametrize("role", ROLES)
-def test_systemd_scenario(role: str, tmp_path: Path) -> None:
-    ephemeral = tmp_path / "molecule"
-    env = ansible_env(MOLECULE_EPHEMERAL_DIRECTORY=str(ephemeral), NO_COLOR="1")
-    try:
-        # One stream: the steps' INFO lines (stderr) and the plays' output (stdout) in order.
-        proc = subprocess.run([str(VENV_BIN / "molecule"), "test", "-s", "systemd"],
-                              cwd=ROOT / "roles" / role, env=env, timeout=1500, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False)
-        out = proc.stdout
-        (tmp_path / "molecule.log").write_text(out)
-        assert proc.returncode == 0, out[-8000:]
-        for step in STEPS:
-            assert f"[systemd > {step}] Executed: Successful" in out, (
-                f"molecule did not run {step}:\n{out[-3000:]}")
-        check = _section(out, "check")
-        recaps = re.findall(r"^\S+\s+: ok=\d+\s+changed=(\d+)", check, re.MULTILINE)
-        assert recaps and set(recaps) == {"0"}, f"check mode reported changes:\n{check[-3000:]}"
-        assert not (ephemeral / "hosts" / "fleet.json").exists(), "destroy left the hosts running"
-    finally:
-        stop_fleet(ephemeral / "hosts")
+def test_systemd_scenario(role: str, scenarios: dict[str, Future[Run]]) -> None:
+    run = scenarios[role].result()
+    out = run.out
+    assert run.returncode == 0, out[-8000:]
+    for step in STEPS:
+        assert f"[systemd > {step}] Executed: Successful" in out, (
+            f"molecule did not run {step}:\n{out[-3000:]}")
+    check = _section(out, "check")
+    recaps = re.findall(r"^\S+\s+: ok=\d+\s+changed=(\d+)", check, re.MULTILINE)
+    assert recaps and set(recaps) == {"0"}, f"check mode reported changes:\n{check[-3000:]}"
+    assert not (run.ephemeral / "hosts" / "fleet.json").exists(), "destroy left the hosts running"

@@ -58,6 +58,10 @@ class Recipe:
         "iproute2",
         "ca-certificates",
         "procps",
+        # The edge role's nginx (roles/edge): the hosts have no way to a Debian mirror; the
+        # apt module (which needs python3-apt) finds it installed.
+        "nginx",
+        "python3-apt",
     )
     customise: str = field(default=_CUSTOMISE)
 

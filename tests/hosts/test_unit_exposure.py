@@ -3,6 +3,7 @@ test host: each stays at exposure "OK" or better (docs/hardening.md records the 
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import jinja2
@@ -13,6 +14,11 @@ from tests.conftest import ROOT
 
 GOOD_ENOUGH = {"OK", "SAFE", "PERFECT"}
 RESET_UNIT = ROOT / "roles/reset_scheduler/templates/etc/systemd/system/net-reset-cycle.service.j2"
+# Every public service's unit comes from the service role's one template (roles/service); the
+# service roles set its name (the indexer two of them) and nothing that changes the sandbox.
+SERVICE_UNIT = ROOT / "roles/service/templates/etc/systemd/system/net-service.service.j2"
+SERVICES = ["faucet", "attestation", "explorer", "indexer", "indexer-processor", "gateway",
+            "worker"]
 
 
 def _reset_unit(out: Path) -> Path:
@@ -28,11 +34,29 @@ def _reset_unit(out: Path) -> Path:
     return path
 
 
+def _service_unit(out: Path, name: str) -> Path:
+    # A systemd unit, not HTML: nothing to escape.
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)  # noqa: S701
+    env.filters["quote"] = lambda s: shlex.quote(str(s))
+    root = f"/var/lib/net/{name}"
+    text = env.from_string(SERVICE_UNIT.read_text()).render(
+        service_name=name, service_manage_user=True, service_user="net", service_group="net",
+        service_executable=f"/opt/net/venv/bin/net-{name}",
+        service_config_path=f"{root}/{name}.yml",
+        service_environment={}, service_shutdown_timeout=10, service_root_dir=root,
+        service_manifest_path=f"{root}/service.json",
+    )
+    path = out / f"net-{name}.service"
+    path.write_text(text)
+    return path
+
+
 @pytest.fixture(scope="module")
 def units(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     out = tmp_path_factory.mktemp("units")
     _render(out, tls=False, cert=out / "none.pem", key=out / "none.key")
-    return [out / "net-node.service", _reset_unit(out)]
+    return [out / "net-node.service", _reset_unit(out),
+            *(_service_unit(out, name) for name in SERVICES)]
 
 
 def test_every_unit_is_ok_or_better(units: list[Path], testhosts) -> None:
