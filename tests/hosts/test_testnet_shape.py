@@ -42,7 +42,7 @@ from ops_tools.chain.status import wait_finality_advances
 from ops_tools.checksums import sha256_file
 from ops_tools.deploy.inventory import load_inventory
 from ops_tools.deploy.runner import strategy_env
-from ops_tools.reset.cycle import cycle_dir
+from ops_tools.reset.context import cycle_dir
 from tests.ansible.conftest import ansible_env
 from tests.build.conftest import FIXTURE, SuiteRepo, git
 from tests.conftest import ROOT
