@@ -12,13 +12,13 @@ class Phase(StrEnum):
     DECIDE = "decide"
     PREFLIGHT = "preflight"
     STOP_SERVICES = "stop-services"
-    # The platform services re-converged with the new render, in the background while the
-    # network is down: they come up at once, not ready until the chain serves their genesis.
-    RESTART_SERVICES = "restart-services"
     STOP_NODES = "stop-nodes"
     RESET_AUTHORITIES = "reset-authorities"  # purge chain data (keys kept), push binary + spec
     START_AUTHORITIES = "start-authorities"
     WAIT_FINALITY = "wait-finality"
+    # The platform services re-converged with the new render, in the background while the RPC
+    # node restarts: they come up not ready until it serves their genesis, then ready at once.
+    RESTART_SERVICES = "restart-services"
     RESET_RPC = "reset-rpc"
     START_RPC = "start-rpc"
     VERIFY = "verify"
@@ -33,11 +33,11 @@ INSPECT = [Phase.BUILD, Phase.RENDER, Phase.COMPARE, Phase.DECIDE]
 RESET = [
     Phase.PREFLIGHT,
     Phase.STOP_SERVICES,
-    Phase.RESTART_SERVICES,
     Phase.STOP_NODES,
     Phase.RESET_AUTHORITIES,
     Phase.START_AUTHORITIES,
     Phase.WAIT_FINALITY,
+    Phase.RESTART_SERVICES,
     Phase.RESET_RPC,
     Phase.START_RPC,
     Phase.VERIFY,
