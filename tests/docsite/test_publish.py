@@ -9,8 +9,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import re
+import shutil
 import subprocess
 import time
 import urllib.error
