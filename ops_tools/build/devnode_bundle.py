@@ -93,7 +93,7 @@ def distribution_closure(modules: set[str]) -> dict[str, str]:
     return dict(sorted(seen.items()))
 
 
-def _distribution_files(names: dict[str, str]) -> dict[str, bytes]:
+def distribution_files(names: dict[str, str]) -> dict[str, bytes]:
     """arcname -> bytes of each distribution's installed files inside site-packages."""
     files: dict[str, bytes] = {}
     for name in names:
@@ -145,7 +145,7 @@ def source_digest() -> str:
 def build_devnode_bundle(out: Path) -> Bundle:
     own = _source_files()
     dists = distribution_closure(imported_top_level(own))
-    site = {**_distribution_files(dists), **own}
+    site = {**distribution_files(dists), **own}
     content = hashlib.sha256()
     for name in sorted(site):
         content.update(name.encode() + b"\0" + hashlib.sha256(site[name]).digest())

@@ -13,7 +13,11 @@ import tarfile
 from pathlib import Path
 
 import ops_tools
-from ops_tools.build.devnode_bundle import distribution_closure, imported_top_level
+from ops_tools.build.devnode_bundle import (
+    distribution_closure,
+    distribution_files,
+    imported_top_level,
+)
 
 PREFIX = "opt/net/venv"
 SITE = f"{PREFIX}/lib/python3.11/site-packages"
@@ -36,20 +40,6 @@ def _suite_files() -> dict[str, bytes]:
     return files
 
 
-def _distribution_files(names: dict[str, str]) -> dict[str, bytes]:
-    files: dict[str, bytes] = {}
-    for name in names:
-        dist = md.distribution(name)
-        for rel in dist.files or []:
-            parts = Path(rel).parts
-            if parts[0] == ".." or "__pycache__" in parts or rel.suffix == ".pyc":
-                continue
-            path = Path(dist.locate_file(rel))
-            if path.is_file():
-                files[Path(rel).as_posix()] = path.read_bytes()
-    return files
-
-
 def _scripts() -> dict[str, str]:
     eps = {ep.name: ep for ep in md.distribution("net-ops-tools").entry_points
            if ep.group == "console_scripts"}
@@ -64,7 +54,7 @@ def _scripts() -> dict[str, str]:
 def build(out: Path) -> None:
     own = _suite_files()
     dists = distribution_closure(imported_top_level(own) | EXTRA_MODULES)
-    site = {**_distribution_files(dists), **own}
+    site = {**distribution_files(dists), **own}
     with tarfile.open(out, "w:gz", compresslevel=1) as tar:
 
         def add(name: str, data: bytes, mode: int = 0o644) -> None:
