@@ -26,6 +26,8 @@ class PlaybookResult:
     failures: list[str] = field(default_factory=list)
     # Every host the run reached (its recap), so callers need not read the inventory again.
     hosts: list[str] = field(default_factory=list)
+    # What each host's deferred restart needs (net_service_converge's pending_start).
+    pending_starts: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 class PlaybookFailed(OpsError):
@@ -99,6 +101,9 @@ def run_playbook(
             "ignore_errors"
         ):
             result.failures.append(_failure_text(event))
+        elif kind == "runner_on_ok" and isinstance((data.get("res") or {}).get("pending_start"),
+                                                   dict):
+            result.pending_starts[str(data.get("host"))] = data["res"]["pending_start"]
         return True
 
     private = Path(tempfile.mkdtemp(prefix="ops-tools-runner-"))

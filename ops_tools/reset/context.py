@@ -75,6 +75,8 @@ class Facts(TypedDict, total=False):
     node_genesis: dict[str, str | None]
     action: str
     reason: str
+    # stage-services: each service host's deferred restart (net_service_converge's pending_start)
+    pending_services: dict[str, dict[str, Any]]
     # the network's downtime window (epoch seconds): first stop, then verified on the new chain
     downtime_from: float
     downtime_to: float
@@ -193,7 +195,9 @@ class CycleContext:
         if self._machines is None:
             from ops_tools.reset.hostops import Machines
 
-            self._machines = Machines(self.inventory, self.node_hosts())
+            hosts = [*self.node_hosts(), *self.inventory.hosts("services"),
+                     *(h.host for h in self.hooks)]
+            self._machines = Machines(self.inventory, list(dict.fromkeys(hosts)))
         return self._machines
 
     def close(self) -> None:

@@ -8,21 +8,69 @@ a change here.
 
 from __future__ import annotations
 
+import shlex
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from ops_tools.deploy.paths import PLAYBOOKS, localnet_dir
 from ops_tools.reset.context import CycleContext
 
 
-def restart_services(ctx: CycleContext) -> str:
-    # Each service's configuration names the genesis it serves, so re-converging the services
-    # play with the new render restarts every one on the new chain. Started now, in the
-    # background, the restarts overlap the network's downtime: each service is up and not ready
-    # (it names both hashes) until the chain serves its genesis, then ready at once, instead of
-    # starting only after verify. The services phase waits for the run.
+def stage_services(ctx: CycleContext) -> str:
+    # Each service's configuration names the genesis it serves. The services play writes it for
+    # the new render now, while the services still serve the old network (a running process
+    # does not read its files again), and leaves each restart to restart-services: the Ansible
+    # run is then outside the downtime, and the restarts themselves take a second.
     if not ctx.inventory.hosts("services"):
         return "no platform services in the inventory"
+    from ops_tools.deploy.runner import run_playbook
+
+    extra = {**ctx.playbook_extravars(), "service_defer_restart": True}
+    result = run_playbook(PLAYBOOKS / "services.yml", ctx.opts.inventory, extra)
+    ctx.facts["pending_services"] = result.pending_starts
+    return (f"{len(result.pending_starts)} service(s) staged for a restart"
+            f" ({result.changed} change(s))")
+
+
+def restart_command(pending: dict[str, Any]) -> str:
+    """The shell command that restarts a staged service and then promotes its manifest (what
+    net_service_converge writes after a start of its own)."""
+    name = pending["name"]
+    staged = shlex.quote(pending["pending"])
+    # Already promoted when a killed cycle is resumed here: the restart is then only repeated.
+    promote = f"{{ test ! -e {staged} || mv -f {staged} {shlex.quote(pending['manifest'])}; }}"
+    if pending["manager"] == "supervisor":
+        ctl = shlex.join(["supervisorctl", "-c", pending["supervisor_conf"]])
+        restart = f"{ctl} restart {shlex.quote(name)} >/dev/null"
+        if pending["reload"]:
+            # update restarts a program whose file changed and starts a new one; otherwise
+            # it says nothing and the restart is still due.
+            restart = (f'out=$({ctl} update {shlex.quote(name)}) && case "$out" in'
+                       f' *"process group"*) ;; *) {restart} ;; esac')
+    else:
+        unit = shlex.quote(f"{name}.service")
+        restart = f"systemctl enable {unit} && systemctl restart {unit}"
+        if pending["reload"]:
+            restart = f"systemctl daemon-reload && {restart}"
+    return f"{{ {restart}; }} && {promote}"
+
+
+def restart_services(ctx: CycleContext) -> str:
+    # The staged services restart at once, all of them together: each comes up not ready
+    # (naming both hashes) until the RPC node serves its genesis, then ready. A cycle resumed
+    # without a staged run (or one that staged nothing) converges the services play in the
+    # background instead; the services phase waits for it.
+    if not ctx.inventory.hosts("services"):
+        return "no platform services in the inventory"
+    staged = ctx.facts.get("pending_services")
+    if staged:
+        ctx.machines.run("restart the staged services",
+                         {host: [restart_command(p)] for host, p in staged.items()},
+                         parallel=True)
+        return f"restarted {', '.join(sorted(staged))}"
+    if staged is not None:
+        return "no service needed a restart"
     from ops_tools.deploy.runner import run_playbook
 
     # Long enough to outlast the network's own waits (wait-finality and verify each have

@@ -57,6 +57,7 @@ RUNNERS: dict[Phase, Callable[[CycleContext], str]] = {
     Phase.COMPARE: inspection.compare,
     Phase.DECIDE: inspection.decision,
     Phase.PREFLIGHT: network.preflight,
+    Phase.STAGE_SERVICES: converge.stage_services,
     Phase.STOP_SERVICES: network.stop_services,
     Phase.RESTART_SERVICES: converge.restart_services,
     Phase.STOP_NODES: network.stop_nodes,

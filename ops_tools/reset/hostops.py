@@ -112,11 +112,14 @@ class Machines:
         out = self.output(host, f"df -B1 --output=avail {shlex.quote(path)} | tail -1")
         return int(out.strip() or 0)
 
-    def run(self, what: str, commands: dict[str, list[str]]) -> None:
-        """Run each host's commands (in order on each machine, machines in parallel)."""
+    def run(self, what: str, commands: dict[str, list[str]], *, parallel: bool = False) -> None:
+        """Run each host's commands (in order on each machine, machines in parallel; with
+        ``parallel``, a machine's commands run at once too, and fail if any of them fails)."""
         per_machine: dict[str, list[str]] = {}
         for host, cmds in commands.items():
             per_machine.setdefault(self.machine_of[host], []).extend(cmds)
+        if parallel:
+            per_machine = {m: [_all_at_once(cmds)] for m, cmds in per_machine.items() if cmds}
         ops = [
             (machine, server.shell, {"commands": cmds})
             for machine, cmds in per_machine.items()
@@ -153,3 +156,9 @@ class Machines:
         ]
         if failed:
             raise HostOpFailed(f"{what} failed on " + "; ".join(failed))
+
+
+def _all_at_once(commands: list[str]) -> str:
+    """One shell command that runs ``commands`` as background jobs and fails if any fails."""
+    jobs = "".join(f'( {c} ) & pids="$pids $!"; ' for c in commands)
+    return f'pids=""; {jobs}rc=0; for p in $pids; do wait "$p" || rc=1; done; exit $rc'

@@ -11,14 +11,19 @@ class Phase(StrEnum):
     COMPARE = "compare"
     DECIDE = "decide"
     PREFLIGHT = "preflight"
+    # The platform services' files for the new render, written while they still serve the old
+    # network: the restart is left to restart-services, so the Ansible run is outside the
+    # downtime.
+    STAGE_SERVICES = "stage-services"
     STOP_SERVICES = "stop-services"
+    # The staged services restarted, all at once, on the new genesis: each answers not ready
+    # (naming both hashes) until the new network serves it, then ready at once. Their start-up
+    # overlaps the nodes' stop instead of following the RPC node's start.
+    RESTART_SERVICES = "restart-services"
     STOP_NODES = "stop-nodes"
     RESET_AUTHORITIES = "reset-authorities"  # purge chain data (keys kept), push binary + spec
     START_AUTHORITIES = "start-authorities"
     WAIT_FINALITY = "wait-finality"
-    # The platform services re-converged with the new render, in the background while the RPC
-    # node restarts: they come up not ready until it serves their genesis, then ready at once.
-    RESTART_SERVICES = "restart-services"
     RESET_RPC = "reset-rpc"
     START_RPC = "start-rpc"
     VERIFY = "verify"
@@ -32,12 +37,13 @@ class Phase(StrEnum):
 INSPECT = [Phase.BUILD, Phase.RENDER, Phase.COMPARE, Phase.DECIDE]
 RESET = [
     Phase.PREFLIGHT,
+    Phase.STAGE_SERVICES,
     Phase.STOP_SERVICES,
+    Phase.RESTART_SERVICES,
     Phase.STOP_NODES,
     Phase.RESET_AUTHORITIES,
     Phase.START_AUTHORITIES,
     Phase.WAIT_FINALITY,
-    Phase.RESTART_SERVICES,
     Phase.RESET_RPC,
     Phase.START_RPC,
     Phase.VERIFY,

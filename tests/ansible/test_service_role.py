@@ -83,3 +83,27 @@ def test_restart_follows_state_not_the_run(state: Path) -> None:
     assert "STOPPED" in status
     fixed = converge(state, port, 0.5)
     assert fixed["restarted"] and fixed["changed_files"] == [] and pid(state) > 0
+
+
+def test_deferred_restart_is_finished_by_the_cycles_command(state: Path) -> None:
+    """A reset cycle's stage-services run writes the files and restarts nothing; its
+    restart-services command restarts the service and promotes the manifest, after which the
+    role has nothing left to do."""
+    from ops_tools.reset.converge import restart_command
+
+    port = free_port()
+    manifest = state / "sample-0" / "service.json"
+    converge(state, port, 0.1)
+    before, recorded = pid(state), manifest.read_text()
+    staged = converge(state, port, 0.5, "-e", "service_defer_restart=true")
+    pending = staged["pending_start"]
+    assert staged["restarted"] and pid(state) == before  # still the process it was
+    assert manifest.read_text() == recorded  # the manifest still says what runs
+    assert pending["pending"] == f"{manifest}.pending" and not pending["reload"]
+    for _ in range(2):  # the second time, as a resumed cycle would: already promoted
+        subprocess.run(["sh", "-c", restart_command(pending)], check=True, capture_output=True)
+    assert pid(state) != before
+    assert json.loads(manifest.read_text())["digest"] == staged["digest"]
+    assert not Path(pending["pending"]).exists()
+    again = converge(state, port, 0.5)
+    assert not again["restarted"] and again["changed_files"] == []

@@ -33,6 +33,9 @@ description:
     restart still restarts on the next run.
   - After a (re)start waits until the service's readiness URL answers 200, and only then writes
     the manifest; a service that never gets ready fails the task with its last answer.
+  - With defer_restart, the files are written but nothing restarts: the record of what would
+    run is left beside the manifest (C(.pending)) and returned as pending_start, for a reset
+    cycle that restarts the service itself once the new network serves (then promotes it).
   - Check mode reports what would change or restart and touches nothing.
 options:
   name:
@@ -60,7 +63,9 @@ options:
     elements: dict
     default: []
   unit_path:
-    description: The file among files that is the systemd unit (daemon-reload when it changes)
+    description: >-
+      The file among files that is the systemd unit (daemon-reload when it changes) or the
+      supervisor program (reread when it changes)
     type: path
   manifest:
     description: Where the deployed manifest is written after a successful start
@@ -70,6 +75,10 @@ options:
   ready_url: {description: URL that answers 200 when the service is ready, type: str}
   ready_timeout: {description: Seconds to wait for ready_url, type: int, default: 60}
   log_hint: {description: Where to look when the service does not get ready, type: str, default: ""}
+  defer_restart:
+    description: Write the files but leave the restart to the caller
+    type: bool
+    default: false
 """
 
 RETURN = r"""
@@ -80,6 +89,13 @@ changed_files:
 restarted: {description: the service was (or would be) restarted, type: bool, returned: always}
 reason: {description: why it was restarted, type: str, returned: always}
 digest: {description: sha256 of what should run, type: str, returned: always}
+pending_start:
+  description: >-
+    With defer_restart, what the caller restarts (name, manager, supervisor_conf, manifest,
+    pending: the record to move onto the manifest after the restart, reload: the program or
+    unit file changed); absent when nothing needs a restart
+  type: dict
+  returned: when deferred
 """
 
 
@@ -188,6 +204,7 @@ def main() -> None:
             "ready_url": {"type": "str", "default": ""},
             "ready_timeout": {"type": "int", "default": 60},
             "log_hint": {"type": "str", "default": ""},
+            "defer_restart": {"type": "bool", "default": False},
         },
         required_if=[("manager", "supervisor", ["supervisor_conf"])],
         required_by={"secrets": "secrets_dir"},
@@ -229,6 +246,18 @@ def main() -> None:
               "reason": reason, "digest": want, "state": state}
     if module.check_mode:
         module.exit_json(changed=bool(changed_dirs or changed_files or reason), **result)
+    record = {**p["manifest_extra"], "name": p["name"], "digest": want}
+    pending = p["manifest"] + ".pending"
+    if p["defer_restart"]:
+        # The service goes on serving the network it was started for; no readiness wait.
+        if not reason:
+            module.exit_json(changed=bool(changed_dirs or changed_files), **result)
+        _write(module, {"path": pending},
+               (json.dumps(record, indent=2, sort_keys=True) + "\n").encode(), 0o644)
+        reload = p["unit_path"] in changed_files or manifest.get("digest") is None
+        module.exit_json(changed=True, pending_start={
+            "name": p["name"], "manager": p["manager"], "supervisor_conf": p["supervisor_conf"],
+            "manifest": p["manifest"], "pending": pending, "reload": reload}, **result)
     if not reason:
         # Running and unchanged: still prove it serves (at once when it does).
         if p["ready_url"]:
@@ -259,10 +288,12 @@ def main() -> None:
             module.fail_json(
                 msg=f"{p['name']} is not ready after {p['ready_timeout']} s at {p['ready_url']}:"
                     f" {last}; {p['log_hint']}", **result)
-    record = {**p["manifest_extra"], "name": p["name"], "digest": want,
-              "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    record["started_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     _write(module, {"path": p["manifest"]}, (json.dumps(record, indent=2, sort_keys=True)
                                              + "\n").encode(), 0o644)
+    # A deferred restart that never happened is superseded by this one.
+    if os.path.exists(pending):
+        os.unlink(pending)
     module.exit_json(changed=True, **result)
 
 
