@@ -35,7 +35,7 @@ description:
     the manifest; a service that never gets ready fails the task with its last answer.
   - With defer_restart, the files are written but nothing restarts: the record of what would
     run is left beside the manifest (C(.pending)) and returned as pending_start, for a reset
-    cycle that restarts the service itself once the new network serves (then promotes it).
+    cycle that restarts the service itself at the right moment (then promotes it).
   - Check mode reports what would change or restart and touches nothing.
 options:
   name:
