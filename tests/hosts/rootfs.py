@@ -62,6 +62,9 @@ class Recipe:
         # apt module (which needs python3-apt) finds it installed.
         "nginx",
         "python3-apt",
+        # The indexer's PostgreSQL (roles/indexer with indexer_postgresql_manage), for the same
+        # reason.
+        "postgresql",
     )
     customise: str = field(default=_CUSTOMISE)
 
