@@ -1,15 +1,40 @@
 """Each role's molecule scenario (default driver, against this machine): converge, idempotence
 (a second converge changes nothing) and verify, with state in a temporary directory. Every
-scenario's cleanup shuts its own supervisord down; this wrapper makes sure of it."""
+scenario's cleanup shuts its own supervisord down; this wrapper makes sure of it.
+
+The scenarios run NET_MOLECULE_PARALLEL (default 2) at a time: each has its own state directory,
+supervisord and ports. The node, rpc and authority scenarios are the exception: their nodes take
+the throwaway chain spec's boot-node address (127.0.0.1:40333) and authority-0's node key, so
+they run one after another, in one slot."""
 
 from __future__ import annotations
 
+import os
 import subprocess
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.ansible.conftest import ROOT, VENV_BIN, ansible_env, run, tail
+from tests.ansible.conftest import ROOT, VENV_BIN, ansible_env
+
+# Every role's default scenario on this machine; these two have suites of their own
+# (tests/operator, tests/reset_scheduler) that run them with their fixtures.
+OWN_SUITES = {"genesis_preflight", "reset_scheduler"}
+ROLES = sorted(p.parents[2].name for p in ROOT.glob("roles/*/molecule/default/molecule.yml")
+               if p.parents[2].name not in OWN_SUITES)
+ONE_AFTER_ANOTHER = ("node", "rpc", "authority")
+PARALLEL = max(1, int(os.environ.get("NET_MOLECULE_PARALLEL", "2")))
+
+
+@dataclass
+class Run:
+    returncode: int
+    out: str
+    ephemeral: Path
+    left_behind: list[str]
 
 
 def _processes_under(path: Path) -> list[str]:
@@ -17,34 +42,70 @@ def _processes_under(path: Path) -> list[str]:
     return [ln for ln in out.stdout.splitlines() if "pgrep" not in ln]
 
 
-# Every role's default scenario on this machine; these two have suites of their own
-# (tests/operator, tests/reset_scheduler) that run them with their fixtures.
-OWN_SUITES = {"genesis_preflight", "reset_scheduler"}
-ROLES = sorted(p.parents[2].name for p in ROOT.glob("roles/*/molecule/default/molecule.yml")
-               if p.parents[2].name not in OWN_SUITES)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("role", ROLES)
-def test_molecule_scenario(role: str, tmp_path: Path) -> None:
-    ephemeral = tmp_path / "molecule"
-    env = ansible_env(MOLECULE_EPHEMERAL_DIRECTORY=str(ephemeral))
+def _molecule(role: str, workdir: Path) -> Run:
+    ephemeral = workdir / "molecule"
     conf = ephemeral / "state" / "supervisor" / "supervisord.conf"
     try:
-        proc = run([str(VENV_BIN / "molecule"), "test", "-s", "default"], cwd=ROOT / "roles" / role,
-                   env=env,
-                   timeout=900)
-        assert proc.returncode == 0, tail(proc, 120)
-        out = proc.stdout + proc.stderr
-        steps = ["converge", "idempotence", "verify"]
-        scenario = (ROOT / "roles" / role / "molecule" / "default" / "molecule.yml").read_text()
-        if "- check" in scenario:
-            steps.append("check")
-        for step in steps:
-            ran = f"{step}] Executed: Successful" in out or f"{step}: Executed: Successful" in out
-            assert ran, f"molecule did not run {step}:\n{tail(proc, 40)}"
-        assert _processes_under(ephemeral) == [], "the scenario left processes behind"
+        # One stream: the steps' INFO lines (stderr) and the plays' output (stdout) in order.
+        proc = subprocess.run([str(VENV_BIN / "molecule"), "test", "-s", "default"],
+                              cwd=ROOT / "roles" / role,
+                              env=ansible_env(MOLECULE_EPHEMERAL_DIRECTORY=str(ephemeral)),
+                              timeout=900, text=True, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, check=False)
+        left = _processes_under(ephemeral)
+        return Run(proc.returncode, proc.stdout, ephemeral, left)
     finally:
         if conf.exists():
             subprocess.run(["supervisorctl", "-c", str(conf), "shutdown"], capture_output=True,
                            timeout=120, check=False)
+
+
+def _in_turn(roles: list[str], workdirs: dict[str, Path],
+             runs: dict[str, Future[Run]]) -> None:
+    for role in roles:
+        future = runs[role]
+        if future.set_running_or_notify_cancel():
+            try:
+                future.set_result(_molecule(role, workdirs[role]))
+            except BaseException as exc:  # handed to the waiting test
+                future.set_exception(exc)
+
+
+@pytest.fixture(scope="module")
+def scenarios(request: pytest.FixtureRequest,
+              tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future[Run]]]:
+    """Starts every selected scenario at once (PARALLEL at a time); each test waits for its own."""
+    selected = [item.callspec.params["role"] for item in request.session.items
+                if getattr(item, "originalname", "") == "test_molecule_scenario"]
+    workdirs = {role: tmp_path_factory.mktemp(f"molecule-{role}") for role in selected}
+    pool = ThreadPoolExecutor(max_workers=PARALLEL, thread_name_prefix="molecule")
+    serial = [role for role in ONE_AFTER_ANOTHER if role in selected]
+    runs: dict[str, Future[Run]] = {role: Future() for role in serial}
+    # The serial chain is the longest slot: it starts first.
+    pool.submit(_in_turn, serial, workdirs, runs)
+    runs.update({role: pool.submit(_molecule, role, workdirs[role])
+                 for role in selected if role not in serial})
+    try:
+        yield runs
+    finally:
+        for run in runs.values():
+            run.cancel()
+        pool.shutdown(wait=True)
+
+
+@pytest.mark.slow
+# A test waits for its scenario, which may start only after others finished.
+@pytest.mark.timeout(900 * len(ROLES) // PARALLEL + 900)
+@pytest.mark.parametrize("role", ROLES)
+def test_molecule_scenario(role: str, scenarios: dict[str, Future[Run]]) -> None:
+    run = scenarios[role].result()
+    assert run.returncode == 0, run.out[-8000:]
+    steps = ["converge", "idempotence", "verify"]
+    scenario = (ROOT / "roles" / role / "molecule" / "default" / "molecule.yml").read_text()
+    if "- check" in scenario:
+        steps.append("check")
+    for step in steps:
+        ran = (f"{step}] Executed: Successful" in run.out
+               or f"{step}: Executed: Successful" in run.out)
+        assert ran, f"molecule did not run {step}:\n{run.out[-3000:]}"
+    assert run.left_behind == [], "the scenario left processes behind"
