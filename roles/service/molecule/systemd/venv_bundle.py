@@ -24,8 +24,10 @@ SITE = f"{PREFIX}/lib/python3.11/site-packages"
 # docs/development.md: the services use chainspec and chain; the gateway and worker use wallet.
 PACKAGES = ("services", "chain", "chainspec", "wallet")
 # Imported by what the sources import, without being its declared requirement: fastapi's
-# templating (the explorer's pages) needs jinja2.
-EXTRA_MODULES = {"jinja2"}
+# templating (the explorer's pages) needs jinja2. The suite requires psycopg[binary], an extra the
+# closure does not follow: without psycopg_binary, psycopg would fall back to the host's libpq,
+# which a pip-installed /opt/net/venv does not use.
+EXTRA_MODULES = {"jinja2", "psycopg_binary"}
 SCRIPTS = ("net-faucet", "net-attestation", "net-explorer", "net-gateway", "net-worker",
            "net-indexer", "net-indexer-processor")
 
