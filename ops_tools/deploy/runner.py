@@ -26,8 +26,9 @@ class PlaybookResult:
     failures: list[str] = field(default_factory=list)
     # Every host the run reached (its recap), so callers need not read the inventory again.
     hosts: list[str] = field(default_factory=list)
-    # What each host's deferred restart needs (net_service_converge's pending_start).
-    pending_starts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # What each host's deferred restarts need (net_service_converge's pending_start), in task
+    # order: one inventory host may deploy several services (the indexer: processor and API).
+    pending_starts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 class PlaybookFailed(OpsError):
@@ -103,7 +104,8 @@ def run_playbook(
             result.failures.append(_failure_text(event))
         elif kind == "runner_on_ok" and isinstance((data.get("res") or {}).get("pending_start"),
                                                    dict):
-            result.pending_starts[str(data.get("host"))] = data["res"]["pending_start"]
+            result.pending_starts.setdefault(str(data.get("host")), []).append(
+                data["res"]["pending_start"])
         return True
 
     private = Path(tempfile.mkdtemp(prefix="ops-tools-runner-"))

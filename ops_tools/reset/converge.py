@@ -29,8 +29,8 @@ def stage_services(ctx: CycleContext) -> str:
     extra = {**ctx.playbook_extravars(), "service_defer_restart": True}
     result = run_playbook(PLAYBOOKS / "services.yml", ctx.opts.inventory, extra)
     ctx.facts["pending_services"] = result.pending_starts
-    return (f"{len(result.pending_starts)} service(s) staged for a restart"
-            f" ({result.changed} change(s))")
+    staged = sum(len(p) for p in result.pending_starts.values())
+    return f"{staged} service(s) staged for a restart ({result.changed} change(s))"
 
 
 def restart_command(pending: dict[str, Any]) -> str:
@@ -66,9 +66,9 @@ def restart_services(ctx: CycleContext) -> str:
     staged = ctx.facts.get("pending_services")
     if staged:
         ctx.machines.run("restart the staged services",
-                         {host: [restart_command(p)] for host, p in staged.items()},
+                         {host: [restart_command(p) for p in ps] for host, ps in staged.items()},
                          parallel=True)
-        return f"restarted {', '.join(sorted(staged))}"
+        return f"restarted {', '.join(sorted(p['name'] for ps in staged.values() for p in ps))}"
     if staged is not None:
         return "no service needed a restart"
     from ops_tools.deploy.runner import run_playbook
