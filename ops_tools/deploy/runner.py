@@ -87,9 +87,11 @@ def run_playbook(
     on_task: Callable[[str], None] | None = None,
     strategy: str | None = None,
     cancel: threading.Event | None = None,
+    limit: str | None = None,
 ) -> PlaybookResult:
     """Run ``playbook`` on ``inventory``; ``on_task`` is told each task's name as it starts.
-    Setting ``cancel`` stops the run (for a run in a thread whose caller gave up)."""
+    Setting ``cancel`` stops the run (for a run in a thread whose caller gave up); ``limit`` is
+    ansible-playbook's ``--limit`` pattern."""
     selected = strategy_env(strategy)
     result = PlaybookResult(ok=False, rc=-1)
 
@@ -126,6 +128,7 @@ def run_playbook(
             quiet=True,
             event_handler=handler,
             cancel_callback=cancel.is_set if cancel is not None else None,
+            limit=limit,
             settings={"suppress_ansible_output": True},
         )
         # Read everything from the run before its private directory goes away.
