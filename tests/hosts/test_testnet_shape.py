@@ -55,6 +55,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from http.client import HTTPException
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -331,9 +332,10 @@ def service_genesis(world: dict[str, Any], host: str) -> str | None:
     try:
         if site == "indexer":
             status, answer = edge(world, site, "/graphql", INDEX_STATUS)
-            return answer["data"]["indexStatus"]["genesisHash"] if status == 200 else None
+            data = (answer.get("data") or {}) if status == 200 else {}
+            return (data.get("indexStatus") or {}).get("genesisHash")
         status, answer = edge(world, site, "/ready")
-    except OSError:
+    except (OSError, HTTPException):  # nothing answers: nginx or the service is restarting
         return None
     if status != 200:
         return None
