@@ -211,6 +211,11 @@ def _identity(merged: Path, name: str, address: str, all_hosts: dict[str, str],
     uid_gid = _uid_gid(merged, SUDO_USER)
     _write(merged / "root" / ".ssh" / "authorized_keys", pubkey, 0o600)
     _write(merged / "home" / SUDO_USER / ".ssh" / "authorized_keys", pubkey, 0o600, uid_gid)
+    # The image's apt lists were dropped at build and the hosts reach no mirror; what the roles
+    # install is in the image. Without a fresh stamp, a role that refreshes a cache older than
+    # its cache_valid_time (roles/indexer: an hour) would fail on every host once the cached
+    # image is that old.
+    _write(merged / "var" / "lib" / "apt" / "periodic" / "update-success-stamp", "")
     host_key = (merged / "etc" / "ssh" / "ssh_host_ed25519_key.pub").read_text().split()
     return f"{address} {host_key[0]} {host_key[1]}\n"
 
