@@ -26,8 +26,9 @@ class PlaybookResult:
     failures: list[str] = field(default_factory=list)
     # Every host the run reached (its recap), so callers need not read the inventory again.
     hosts: list[str] = field(default_factory=list)
-    # What each host's deferred restart needs (net_service_converge's pending_start).
-    pending_starts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # What each host's deferred restarts need (net_service_converge's pending_start), in task
+    # order: one inventory host may deploy several services (the indexer: processor and API).
+    pending_starts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 class PlaybookFailed(OpsError):
@@ -86,9 +87,11 @@ def run_playbook(
     on_task: Callable[[str], None] | None = None,
     strategy: str | None = None,
     cancel: threading.Event | None = None,
+    limit: str | None = None,
 ) -> PlaybookResult:
     """Run ``playbook`` on ``inventory``; ``on_task`` is told each task's name as it starts.
-    Setting ``cancel`` stops the run (for a run in a thread whose caller gave up)."""
+    Setting ``cancel`` stops the run (for a run in a thread whose caller gave up); ``limit`` is
+    ansible-playbook's ``--limit`` pattern."""
     selected = strategy_env(strategy)
     result = PlaybookResult(ok=False, rc=-1)
 
@@ -103,7 +106,8 @@ def run_playbook(
             result.failures.append(_failure_text(event))
         elif kind == "runner_on_ok" and isinstance((data.get("res") or {}).get("pending_start"),
                                                    dict):
-            result.pending_starts[str(data.get("host"))] = data["res"]["pending_start"]
+            result.pending_starts.setdefault(str(data.get("host")), []).append(
+                data["res"]["pending_start"])
         return True
 
     private = Path(tempfile.mkdtemp(prefix="ops-tools-runner-"))
@@ -124,6 +128,7 @@ def run_playbook(
             quiet=True,
             event_handler=handler,
             cancel_callback=cancel.is_set if cancel is not None else None,
+            limit=limit,
             settings={"suppress_ansible_output": True},
         )
         # Read everything from the run before its private directory goes away.

@@ -75,8 +75,9 @@ class Facts(TypedDict, total=False):
     node_genesis: dict[str, str | None]
     action: str
     reason: str
-    # stage-services: each service host's deferred restart (net_service_converge's pending_start)
-    pending_services: dict[str, dict[str, Any]]
+    # stage-services: each service host's deferred restarts (net_service_converge's
+    # pending_start)
+    pending_services: dict[str, list[dict[str, Any]]]
     # the network's downtime window (epoch seconds): first stop, then verified on the new chain
     downtime_from: float
     downtime_to: float

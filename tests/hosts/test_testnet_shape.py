@@ -1,23 +1,46 @@
 """The test network's shape end to end on real systemd hosts (issue 19, item 4): the production
 path, over SSH as the sudo user with `become`, host keys checked.
 
-One fleet for the module: authority-0, authority-1 and rpc-0 as `inventories/testnet` lays them
-out, and full-node-1 for an operator. The test inventory is generated in a temporary directory:
-its hosts.yml is the testnet hosts.yml with each host's address (and how to reach it), its
-group_vars are links to `inventories/testnet/group_vars` (unchanged), and the vault a maintainer
-fills in holds the development secrets. What differs from a real deploy, and why:
+One fleet for the module, every machine `inventories/testnet` names: authority-0, authority-1,
+rpc-0, services-0, and full-node-1 for an operator. The test inventory is generated in a
+temporary directory: its hosts.yml is the testnet hosts.yml with each inventory host pointed at
+its machine (every service host, edge-services-0 and docs-0 at services-0, edge-rpc-0 at rpc-0,
+as the real `ansible_host` names say), its group_vars are links to
+`inventories/testnet/group_vars` (unchanged), and the vault files a maintainer fills in hold
+development secrets. The services run under systemd from /opt/net/venv, the indexer on the
+machine's PostgreSQL, all behind nginx with TLS (roles/edge). What differs from a real deploy,
+and why:
 - the node binary is the development-node bundle (`ops-tools node devnode-bundle`), and the
-  network definition is testnet.yml with the development keys, the hosts' addresses and 1 s
-  slots (its own keys' secrets are not in the repository);
-- the RPC node is reached without nginx in front (`rpc_proxy_enabled: false`,
-  `rpc_external: true`): the hosts' image has no nginx yet (roles/edge brings the TLS front);
-- the services and the docs site are left out (their groups are empty): they need the suite's
-  virtualenv, PostgreSQL and nginx on the services machine, which the image does not have yet.
+  network definition is testnet.yml with the development keys, the hosts' addresses, the
+  faucet account of local.yml (//Faucet) and 1 s slots (its own keys' secrets are not in the
+  repository);
+- the services' virtualenv at /opt/net/venv is this controller's, bundled
+  (tests/hosts/venv_bundle.py) while the hosts boot and unpacked into services-0's root file
+  system before site.yml: the hosts reach no package index, and the inventory leaves installing
+  it to the machine's provisioning;
+- the certificates come from a throwaway CA made in the test's directory (tests/hosts/tls.py,
+  `NET_TESTNET_TLS_DIR`), and the test's clients trust it alone, connecting to a machine's
+  address with the public name (SNI and Host), since no resolver here knows the names;
+- the services reach the RPC node at its address (`net_rpc_url` per service host) instead of
+  ws://rpc-0.testnet.invalid:9944, which nothing resolves here; for that the RPC node also
+  listens on its address (`rpc_external: true`): the testnet's rpc_nodes group vars keep it on
+  loopback, behind the edge, while its services group vars expect it on the private network;
+- the reset cycle and `ops-tools status` ask the public RPC at that address
+  (`net_public_rpc_url`) instead of wss://rpc.testnet.invalid, for the same reason; the names
+  through nginx are checked by the test's own clients;
+- the docs site (group docs, docs-0 on services-0) is left out. Its role would run here (the
+  site is built on the controller; its certificate would be placed as the edge's are), but its
+  readiness wait (roles/docs/tasks/ready.yml) asks https://127.0.0.1 with a Host header and no
+  SNI, which the edge's default server on the same machine refuses (ssl_reject_handshake): every
+  publication once the edge is up (a reset's publish phase, site.yml run again) would fail
+  there. The docs role needs that changed first, and each cycle's publication would then add a
+  site build and the release's development-node bundle to this module's time.
 
-Then `ops-tools status`, `ops-tools reset-cycle` through its remote (pyinfra) path onto a
-revision of the fixture pallet-suite, a second cycle killed while in reset-authorities and
-finished with `--resume`, and the operator's `playbooks/full_node.yml` with
-`inventories/operator`'s group vars on a fresh host.
+Then `ops-tools status` (nodes and services), `ops-tools reset-cycle` through its remote
+(pyinfra) path onto a revision of the fixture pallet-suite, with the services staged, restarted
+over SSH and ready on the new genesis (through the edge, each one's not-ready window printed), a
+second cycle killed while in reset-authorities and finished with `--resume`, and the
+operator's `playbooks/full_node.yml` with `inventories/operator`'s group vars on a fresh host.
 """
 
 from __future__ import annotations
@@ -29,10 +52,13 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from http.client import HTTPException
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
@@ -46,6 +72,7 @@ from ops_tools.reset.context import cycle_dir
 from tests.ansible.conftest import ansible_env
 from tests.build.conftest import FIXTURE, SuiteRepo, git
 from tests.conftest import ROOT
+from tests.hosts import edge_client, tls
 from tests.hosts.hosts import Fleet, boot_fleet, missing_tools, stop_fleet
 
 pytestmark = [
@@ -58,12 +85,29 @@ BIN = Path(sys.executable).parent
 TESTNET = ROOT / "inventories" / "testnet"
 OPERATOR = ROOT / "inventories" / "operator"
 NODE_HOSTS = ("authority-0", "authority-1", "rpc-0")
+SERVICES_MACHINE = "services-0"
 FULL_NODE = "full-node-1"
+# Each service's inventory host and the edge site in front of it (group_vars/edge/main.yml).
+SERVICE_SITES = {"faucet-0": "faucet", "attestation-0": "attestation", "explorer-0": "explorer",
+                 "indexer-0": "indexer", "gateway-0": "gateway"}
+# The units on services-0 (the indexer is two: its processor and its API).
+SERVICE_UNITS = ("faucet", "attestation", "explorer", "indexer-processor", "indexer", "gateway")
 # The development secrets of inventories/local: their public halves replace testnet.yml's keys.
 DEV_SECRETS = {
     "authority-0": ("//Alice", "a2cc9425a5480a81c81ae322ec325170eea0837b465236606ff462a1824e5583"),
     "authority-1": ("//Bob", "c91fcc4eded70da1abd1b3a4b1ef3bc303b9e308ecbc598efa3a8a92571fca07"),
 }
+# What the services' groups take from their vaults: public development values (local.yml
+# endows //Faucet; the settlement account pays nothing here, no worker runs).
+SERVICE_VAULTS = {
+    "faucet": {"vault_faucet_seed": "//Faucet"},
+    "attestation": {"vault_attestation_mock_root_seed": "testnet-shape-seed-5d0c7a93e1f2"},
+    "gateways": {"vault_gateway_worker_secret": "testnet-shape-worker-secret-4b8e1f0c2d7a9e6b3c5f",
+                 "vault_gateway_settlement_seed": "//Ferdie"},
+}
+# sr25519 //ServicesDrip (as roles/service/molecule/systemd): an account the network does not
+# endow.
+DRIP_RECIPIENT = "5EEfJMJgzStPU8XTWo5rKUwDBUJPavxrq8WhcJaFVgS1tweY"
 TIMINGS: dict[str, float] = {}
 
 
@@ -84,7 +128,8 @@ def _out(proc: subprocess.CompletedProcess[str]) -> str:
 
 def network_definition(fleet: Fleet) -> dict[str, Any]:
     """testnet.yml with the development keys of local.yml, the authorities' addresses on the
-    fleet, and 1 s slots (a test waits for finality several times)."""
+    fleet, local.yml's faucet account (//Faucet, whose seed the faucet gets) and 1 s slots (a
+    test waits for finality several times)."""
     net = yaml.safe_load((ROOT / "chainspec/networks/testnet.yml").read_text())
     dev = yaml.safe_load((ROOT / "chainspec/networks/local.yml").read_text())
     net["consensus"]["slot_duration_ms"] = 1000
@@ -92,7 +137,26 @@ def network_definition(fleet: Fleet) -> dict[str, Any]:
         address = fleet.by_name(authority["name"]).address
         authority.update({k: keys[k] for k in ("aura", "grandpa", "peer_id")},
                          address=f"/ip4/{address}/tcp/30333")
+    (faucet,) = (a for a in dev["accounts"] if a["name"] == "faucet")
+    for account in net["accounts"]:
+        if account["name"] == "faucet":
+            account["address"] = faucet["address"]
     return net
+
+
+def edge_sites() -> dict[str, list[str]]:
+    """Each edge site's public names, as the testnet inventory's group vars give them."""
+    def gv(group: str) -> dict[str, Any]:
+        return yaml.safe_load((TESTNET / "group_vars" / group / "main.yml").read_text())
+
+    rpc = gv("all")
+    return {
+        "rpc": [rpc["net_rpc_public_hostname"], rpc["net_rpc_alias_hostname"]],
+        **{site: [gv(site)[f"{site}_public_hostname"]]
+           for site in ("faucet", "attestation", "explorer")},
+        "indexer": [gv("indexers")["indexer_public_hostname"]],
+        "gateway": [str(urlsplit(gv("gateways")["gateway_public_url"]).hostname)],
+    }
 
 
 def _link_group_vars(source: Path, dest: Path) -> None:
@@ -103,35 +167,46 @@ def _link_group_vars(source: Path, dest: Path) -> None:
         link.symlink_to(path)
 
 
+def _vault(inv: Path, group: str, secrets: dict[str, Any]) -> None:
+    vault = inv / "group_vars" / group / "vault.yml"
+    vault.write_text(yaml.safe_dump(secrets))
+    vault.chmod(0o600)
+
+
 def write_testnet_inventory(base: Path, fleet: Fleet, overrides: dict[str, Any]) -> Path:
     inv = base / "testnet"  # the directory name is the network's (docs/reset.md)
     _link_group_vars(TESTNET / "group_vars", inv / "group_vars")
-    secrets = {
+    _vault(inv, "authorities", {
         "vault_authority_session_suris": {
             h: {"aura": suri, "grandpa": suri} for h, (suri, _) in DEV_SECRETS.items()},
         "vault_node_keys": {h: key for h, (_, key) in DEV_SECRETS.items()},
-    }
-    vault = inv / "group_vars" / "authorities" / "vault.yml"
-    vault.write_text(yaml.safe_dump(secrets))
-    vault.chmod(0o600)
+    })
+    for group, secrets in SERVICE_VAULTS.items():
+        _vault(inv, group, secrets)
     shape = yaml.safe_load((TESTNET / "hosts.yml").read_text())
     groups = shape["all"]["children"]
+    rpc_url = f"ws://{fleet.by_name('rpc-0').address}:9944"
+
+    def point(hosts: dict[str, Any], extra: dict[str, Any]) -> None:
+        # Each inventory host on the machine its real ansible_host names (<machine>.testnet...).
+        for name, hostvars in hosts.items():
+            machine = fleet.by_name(str(hostvars["ansible_host"]).split(".")[0])
+            hosts[name] = {**hostvars, **machine.ansible_vars(), **overrides, **extra}
+
     for node_group in groups["nodes"]["children"].values():
-        for name in list(node_group.get("hosts") or {}):
-            node_group["hosts"][name] = {**fleet.by_name(name).ansible_vars(), **overrides,
-                                         **(RPC_WITHOUT_PROXY if name == "rpc-0" else {})}
-    # Services and the docs site need what the hosts' image lacks (see the module docstring).
+        point(node_group.get("hosts") or {}, {})
+    groups["nodes"]["children"]["rpc_nodes"]["hosts"]["rpc-0"].update(RPC_ON_ITS_ADDRESS)
     for group in groups["services"]["children"].values():
-        group["hosts"] = {}
+        point(group["hosts"], {"net_rpc_url": rpc_url})
+    point(groups["edge"]["hosts"], {})
+    # Left out: its readiness wait cannot pass the edge on the same machine (the docstring).
     groups["docs"]["hosts"] = {}
-    # nginx with TLS in front (roles/edge) has its own scenario (roles/edge/molecule/systemd);
-    # here the RPC node is reached directly.
-    groups["edge"]["hosts"] = {}
     (inv / "hosts.yml").write_text(yaml.safe_dump(shape, sort_keys=False))
     return inv
 
 
-RPC_WITHOUT_PROXY = {"rpc_proxy_enabled": False, "rpc_external": True}
+# The services machine reaches the RPC node over the fleet's network (see the docstring).
+RPC_ON_ITS_ADDRESS = {"rpc_external": True}
 
 
 def write_operator_inventory(base: Path, fleet: Fleet, artifacts: dict[str, Any]) -> Path:
@@ -156,31 +231,51 @@ GENESIS_ON_LOOPBACK = (
 )
 
 
+def _unpack_venv(fleet: Fleet, tarball: Path) -> None:
+    """The services' virtualenv at /opt/net/venv on the services machine: unpacked from this
+    machine straight into the host's root file system (its overlay), which takes a few seconds
+    where streaming it over SSH took ten more."""
+    root = Path(fleet.by_name(SERVICES_MACHINE).root) / "merged"
+    subprocess.run(["tar", "-xzf", str(tarball), "-C", str(root)], check=True, timeout=300)
+
+
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory):
     base = tmp_path_factory.mktemp("testnet-shape")
-    # The playbooks run with the strategy ops-tools gives them (mitogen), as the reset cycle's.
+    tls_dir = base / "tls"
+    # The playbooks run with the strategy ops-tools gives them (mitogen), as the reset cycle's;
+    # the edge takes its certificates from the test CA's directory.
     env = ansible_env(NET_OPS_STATE=str(base / "ops-state"),
-                      OPS_TOOLS_CACHE=str(base / "build-cache"), **strategy_env(None))
+                      OPS_TOOLS_CACHE=str(base / "build-cache"),
+                      NET_TESTNET_TLS_DIR=str(tls_dir), **strategy_env(None))
     started = time.monotonic()
-    # The bundle is built while the hosts boot.
-    with ThreadPoolExecutor(max_workers=1) as pool:
+    # The node and services bundles are built while the hosts boot.
+    with ThreadPoolExecutor(max_workers=2) as pool:
         bundling = pool.submit(_run, [str(BIN / "ops-tools"), "node", "devnode-bundle", "--out",
                                       str(base / "net-node"), "--json"], env)
-        fleet = boot_fleet([*NODE_HOSTS, FULL_NODE], base / "hosts")
-        _timed("boot 4 hosts (bundle built meanwhile)", started)
-        bundled = bundling.result()
+        venv = base / "venv.tar.gz"
+        venv_bundling = pool.submit(_run, [sys.executable, "-m", "tests.hosts.venv_bundle",
+                                           str(venv)], env)
+        sites = edge_sites()
+        ca = tls.make(tls_dir, sites)
+        fleet = boot_fleet([*NODE_HOSTS, SERVICES_MACHINE, FULL_NODE], base / "hosts")
+        _timed("boot 5 hosts (bundles built meanwhile)", started)
+        bundled, venv_bundled = bundling.result(), venv_bundling.result()
     try:
         assert bundled.returncode == 0, _out(bundled)
+        assert venv_bundled.returncode == 0, _out(venv_bundled)
         bundle = json.loads(bundled.stdout)
         started = time.monotonic()
-        network = base / "testnet-dev.yml"
-        network.write_text(yaml.safe_dump(network_definition(fleet), sort_keys=False))
-        render = base / "render-0"
-        proc = _run([str(BIN / "ops-tools"), "chainspec", "render", "--network", str(network),
-                     "--node", str(BIN / "devnode"), "--out", str(render)], env)
-        assert proc.returncode == 0, _out(proc)
-        _timed("render", started)
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            unpacking = pool.submit(_unpack_venv, fleet, venv)
+            network = base / "testnet-dev.yml"
+            network.write_text(yaml.safe_dump(network_definition(fleet), sort_keys=False))
+            render = base / "render-0"
+            proc = _run([str(BIN / "ops-tools"), "chainspec", "render", "--network",
+                         str(network), "--node", str(BIN / "devnode"), "--out", str(render)], env)
+            assert proc.returncode == 0, _out(proc)
+            unpacking.result()
+        _timed("render (services' virtualenv unpacked meanwhile)", started)
         public_url = f"http://{fleet.by_name('rpc-0').address}:9944"
         inventory = write_testnet_inventory(base, fleet, {
             "net_public_rpc_url": public_url,
@@ -196,6 +291,7 @@ def world(tmp_path_factory: pytest.TempPathFactory):
             "base": base, "env": env, "fleet": fleet, "inventory": inventory, "render": render,
             "bundle": Path(bundle["path"]), "bundle_sha256": bundle["sha256"],
             "public": RpcClient(public_url), "public_url": public_url, "suite": suite,
+            "ca": str(ca), "sites": sites,
         }
     finally:
         stop_fleet(base / "hosts")
@@ -217,6 +313,40 @@ def manifest(world: dict[str, Any], host: str) -> dict[str, Any]:
     return json.loads(proc.stdout)
 
 
+def edge(world: dict[str, Any], site: str, path: str = "/", body: Any = None, *,
+         name: int = 0, timeout: float = 10) -> tuple[int, Any]:
+    """``path`` of a site through its machine's nginx, under the site's public name, with the
+    certificate checked against the test CA."""
+    machine = "rpc-0" if site == "rpc" else SERVICES_MACHINE
+    return edge_client.https(world["sites"][site][name], world["fleet"].by_name(machine).address,
+                             world["ca"], path, body, timeout)
+
+
+INDEX_STATUS = {"query": "{ indexStatus { genesisHash height } }"}
+
+
+def service_genesis(world: dict[str, Any], host: str) -> str | None:
+    """The genesis a service is ready on, asked through the edge: its /ready's chain check (the
+    indexer: what its GraphQL API says it indexes); None while not ready."""
+    site = SERVICE_SITES[host]
+    try:
+        if site == "indexer":
+            status, answer = edge(world, site, "/graphql", INDEX_STATUS)
+            data = (answer.get("data") or {}) if status == 200 else {}
+            return (data.get("indexStatus") or {}).get("genesisHash")
+        status, answer = edge(world, site, "/ready")
+    except (OSError, HTTPException):  # nothing answers: nginx or the service is restarting
+        return None
+    if status != 200:
+        return None
+    return next(c["detail"] for c in answer["checks"] if c["name"] == "chain")
+
+
+def assert_services_on(world: dict[str, Any], genesis: str) -> None:
+    found = {host: service_genesis(world, host) for host in SERVICE_SITES}
+    assert found == dict.fromkeys(SERVICE_SITES, genesis), found
+
+
 def test_site_deploys_the_shape_over_ssh_with_become(world):
     started = time.monotonic()
     proc = site(world)
@@ -230,9 +360,37 @@ def test_site_deploys_the_shape_over_ssh_with_become(world):
         assert manifest(world, host)["genesis_hash"] == genesis
     assert world["public"].genesis_hash() == genesis
     wait_finality_advances(world["public_url"], 60)
+    units = [f"net-{s}.service" for s in SERVICE_UNITS]
+    shown = world["fleet"].by_name(SERVICES_MACHINE).ssh(
+        shlex.join(["systemctl", "show", "-p", "ActiveState", "-p", "User", *units]))
+    states = [sorted(block.split()) for block in shown.stdout.strip().split("\n\n")]
+    assert states == [["ActiveState=active", "User=net"]] * len(units), (units, states)
 
 
-def test_status_reads_every_node_over_ssh(world):
+def test_the_edge_serves_every_site_over_tls(world):
+    started = time.monotonic()
+    genesis = world["public"].genesis_hash()
+    for name in range(2):  # the public name and its alias
+        status, answer = edge(world, "rpc", "/", {"jsonrpc": "2.0", "id": 1,
+                                                 "method": "chain_getBlockHash", "params": [0]},
+                              name=name)
+        assert (status, answer.get("result")) == (200, genesis), answer
+    refused = edge_client.rpc(world["sites"]["rpc"][0], world["fleet"].by_name("rpc-0").address,
+                              world["ca"], "author_rotateKeys")
+    assert "error" in refused and "result" not in refused, refused
+    wss = edge_client.wss_check(world["sites"]["rpc"][1], world["fleet"].by_name("rpc-0").address,
+                                world["ca"])
+    assert wss["heads"][1] > wss["heads"][0] and "error" in wss["unsafe"], wss
+    assert_services_on(world, genesis)
+    # The faucet signs and sends a drip, asked as the public asks it.
+    status, drip = edge(world, "faucet", "/drip-public", {"recipient": DRIP_RECIPIENT},
+                        timeout=120)
+    assert status == 200 and drip["recipient"] == DRIP_RECIPIENT, drip
+    assert int(drip["block_number"]) > 0, drip
+    _timed("edge checks (TLS, every site, a drip)", started)
+
+
+def test_status_reads_every_node_and_service_over_ssh(world):
     started = time.monotonic()
     proc = _run([str(BIN / "ops-tools"), "status", "--inventory", str(world["inventory"]),
                  "--json"], world["env"])
@@ -240,12 +398,18 @@ def test_status_reads_every_node_over_ssh(world):
     assert proc.returncode == 0, _out(proc)
     found = {h["host"]: h for h in json.loads(proc.stdout)}
     genesis = world["public"].genesis_hash()
-    assert set(found) == set(NODE_HOSTS)
-    for host, h in found.items():
+    assert set(found) == {*NODE_HOSTS, *SERVICE_SITES}
+    for host in NODE_HOSTS:
+        h = found[host]
         assert h["genesis"] == h["deployed_genesis"] == genesis, host
         assert h["genesis_match"] is True and h["service"] == "active", h
         assert h["best"] >= 1 and h["peers"] >= 1, h
     assert {found[h]["role"] for h in NODE_HOSTS} == {"authority", "rpc"}
+    for host in SERVICE_SITES:
+        h = found[host]
+        chain = next(c for c in h["checks"] if c["name"] == "chain")
+        assert h["role"] == "service" and h["ready"] is True, h
+        assert chain == {"name": "chain", "ok": True, "detail": genesis}, h
 
 
 def test_reset_path_refuses_a_host_whose_key_is_not_known(world, tmp_path):
@@ -273,26 +437,71 @@ def journal(world: dict[str, Any]) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
-def assert_new_chain(world: dict[str, Any], report: dict[str, Any], old: str) -> None:
+class ServiceWatch:
+    """Each service asked through the edge once a second while a cycle runs: when it stopped
+    being ready on the old genesis and when it was ready on the new one (printed, not judged:
+    speed lives in benchmarks/)."""
+
+    def __init__(self, world: dict[str, Any], old: str) -> None:
+        self.world, self.old = world, old
+        self.seen: dict[str, list[tuple[float, str | None]]] = {h: [] for h in SERVICE_SITES}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def _poll(self) -> None:
+        while not self._stop.wait(1.0):
+            for host, seen in self.seen.items():
+                seen.append((time.time(), service_genesis(self.world, host)))
+
+    def __enter__(self) -> ServiceWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def windows(self, new: str) -> dict[str, float | None]:
+        """Per service, seconds from its last answer on the old genesis to its first on the
+        new one (None: never seen on the new one while watched)."""
+        out: dict[str, float | None] = {}
+        for host, seen in self.seen.items():
+            last_old = max((t for t, g in seen if g == self.old), default=None)
+            first_new = min((t for t, g in seen if g == new), default=None)
+            out[host] = (round(first_new - last_old, 1)
+                         if first_new is not None and last_old is not None else None)
+        return out
+
+
+def assert_new_chain(world: dict[str, Any], report: dict[str, Any], old: str,
+                     watch: ServiceWatch | None = None) -> None:
     new = report["expected_genesis"]
     assert report["decision"] == "reset" and new != old
     assert report["downtime_s"] is not None and report["downtime_s"] > 0
     print(f"reset-cycle downtime: {report['downtime_s']} s, total {report['total_s']} s")
     for phase in report["phases"]:
-        print(f"  {phase['name']:<18} {phase['seconds']:6.2f} s  {phase['detail'][:70]}")
+        print(f"  {phase['name']:<18} {phase['seconds']:6.2f} s  {phase['detail'][:90]}")
     assert world["public"].genesis_hash() == new
     wait_finality_advances(world["public_url"], 60)
     for host in NODE_HOSTS:
         assert manifest(world, host)["genesis_hash"] == new, host
+    # The services phase waited for every service's /ready on the host; through the edge too.
+    assert_services_on(world, new)
+    if watch is not None:
+        print(f"services not ready (through the edge, 1 s polls): {watch.windows(new)}")
 
 
 def test_reset_cycle_over_ssh_onto_a_new_revision(world):
     old = world["public"].genesis_hash()
     started = time.monotonic()
-    proc = _run(cycle_argv(world, "--yes"), world["env"])
+    with ServiceWatch(world, old) as watch:
+        proc = _run(cycle_argv(world, "--yes"), world["env"])
     _timed("reset-cycle (cold build)", started)
     assert proc.returncode == 0, _out(proc)
-    assert_new_chain(world, json.loads(proc.stdout), old)
+    report = json.loads(proc.stdout)
+    staged = next(p for p in report["phases"] if p["name"] == "restart-services")
+    assert staged["detail"].startswith("restarted "), staged
+    assert_new_chain(world, report, old, watch)
 
 
 def test_cycle_killed_in_reset_authorities_finishes_with_resume(world):
@@ -336,6 +545,8 @@ def test_cycle_killed_in_reset_authorities_finishes_with_resume(world):
     assert report["cycle_id"] == killed["cycle_id"]
     names = [p["name"] for p in report["phases"]]
     assert names.count("reset-authorities") == 2 and names.count("stop-nodes") == 1
+    # The services were staged and restarted once, by the killed run.
+    assert names.count("stage-services") == 1 and names.count("restart-services") == 1
     interrupted = next(p for p in report["phases"] if p["name"] == "reset-authorities")
     assert interrupted["status"] == "interrupted"
     assert_new_chain(world, report, old)

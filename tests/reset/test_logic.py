@@ -187,3 +187,29 @@ def test_pyinfra_host_key_checking_follows_the_inventorys_ssh_settings():
                                 "ansible_become_user": "net"}, "h")
     assert other_user["_sudo"] is True and other_user["_sudo_user"] == "net"
     assert machine_of({"ansible_connection": "local"}, "h") == (LOCAL, {})
+
+
+def test_every_staged_service_of_a_host_is_restarted():
+    # One inventory host may deploy several services (indexer-0: the processor and the API);
+    # each staged restart is kept, and all of them run at once on the machine.
+    from types import SimpleNamespace
+
+    from ops_tools.reset.converge import restart_command, restart_services
+
+    def pending(name):
+        return {"name": name, "manager": "systemd", "supervisor_conf": "", "reload": False,
+                "manifest": f"/var/lib/net/{name}/service.json",
+                "pending": f"/var/lib/net/{name}/service.json.pending"}
+
+    staged = {"indexer-0": [pending("net-indexer-processor"), pending("net-indexer")],
+              "faucet-0": [pending("net-faucet")]}
+    calls = []
+    ctx = SimpleNamespace(
+        inventory=SimpleNamespace(hosts=lambda group=None: list(staged)),
+        facts={"pending_services": staged},
+        machines=SimpleNamespace(run=lambda what, cmds, parallel=False: calls.append(
+            (cmds, parallel))),
+    )
+    detail = restart_services(ctx)
+    assert calls == [({h: [restart_command(p) for p in ps] for h, ps in staged.items()}, True)]
+    assert detail == "restarted net-faucet, net-indexer, net-indexer-processor"

@@ -2,7 +2,8 @@
 (where the testnet inventory's services run from) with the host's own python3 (Debian 12, 3.11),
 the suite's packages the services use and every third-party distribution they import, copied
 from this controller's virtualenv (the test hosts reach no package index), and the services'
-console scripts. Usage: python venv_bundle.py OUT.tar.gz"""
+console scripts. Used by roles/service/molecule/systemd and tests/hosts/test_testnet_shape.py.
+Usage (from the repository root): python -m tests.hosts.venv_bundle OUT.tar.gz"""
 
 from __future__ import annotations
 
