@@ -28,13 +28,10 @@ and why:
 - the reset cycle and `ops-tools status` ask the public RPC at that address
   (`net_public_rpc_url`) instead of wss://rpc.testnet.invalid, for the same reason; the names
   through nginx are checked by the test's own clients;
-- the docs site (group docs, docs-0 on services-0) is left out. Its role would run here (the
-  site is built on the controller; its certificate would be placed as the edge's are), but its
-  readiness wait (roles/docs/tasks/ready.yml) asks https://127.0.0.1 with a Host header and no
-  SNI, which the edge's default server on the same machine refuses (ssl_reject_handshake): every
-  publication once the edge is up (a reset's publish phase, site.yml run again) would fail
-  there. The docs role needs that changed first, and each cycle's publication would then add a
-  site build and the release's development-node bundle to this module's time.
+- the docs site (group docs, docs-0 on services-0) is left out: each publication (site.yml, each
+  cycle's publish phase) would add a site build and the release's development-node bundle to
+  this module's time. The docs role on a systemd host beside the edge's nginx, as on services-0,
+  is roles/edge/molecule/systemd's.
 
 Then `ops-tools status` (nodes and services), `ops-tools reset-cycle` through its remote
 (pyinfra) path onto a revision of the fixture pallet-suite, with the services staged, restarted
@@ -199,7 +196,7 @@ def write_testnet_inventory(base: Path, fleet: Fleet, overrides: dict[str, Any])
     for group in groups["services"]["children"].values():
         point(group["hosts"], {"net_rpc_url": rpc_url})
     point(groups["edge"]["hosts"], {})
-    # Left out: its readiness wait cannot pass the edge on the same machine (the docstring).
+    # Left out, for time (the docstring).
     groups["docs"]["hosts"] = {}
     (inv / "hosts.yml").write_text(yaml.safe_dump(shape, sort_keys=False))
     return inv
