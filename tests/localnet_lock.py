@@ -1,9 +1,10 @@
 """The local network's lock (/tmp/net-localnet.lock), as tests that start it take it.
 
 The network uses fixed ports, so one run at a time on a machine: every command that starts it
-runs under ``flock /tmp/net-localnet.lock``. A test takes the same lock itself, unless a process
-it descends from already holds it (``flock /tmp/net-localnet.lock pytest ...``): flock(1) holds
-it on its own open file, and a second ``flock()`` from the child would wait for itself.
+runs under ``flock /tmp/net-localnet.lock``. A test that starts it (tests/deploy, tests/reset,
+tests/operator) takes the same lock itself, unless a process it descends from already holds it
+(``flock /tmp/net-localnet.lock pytest ...``): flock(1) holds it on its own open file, and a
+second ``flock()`` from the child would wait for itself.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from ops_tools.chainspec.header import DIGEST_PRE_RUNTIME, DigestItem
 from ops_tools.chainspec.scale import Reader
 from tests.conftest import ROOT
 from tests.devnode_js import client as js_client
+from tests.localnet_lock import localnet_lock
 
 pytestmark = pytest.mark.slow
 OPS_TOOLS = Path(sys.executable).with_name("ops-tools")
@@ -47,14 +48,15 @@ def ops(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 def localnet(tmp_path_factory):
     state = tmp_path_factory.mktemp("localnet")
     env = {**os.environ, "NET_LOCALNET_DIR": str(state)}
-    first = ops("localnet", "up", "--json", env=env)
-    try:
-        assert first.returncode == 0, first.stderr
-        yield env, json.loads(first.stdout), state
-    finally:
-        down = ops("localnet", "down", "--purge", "--yes", env=env)
-        assert down.returncode == 0, down.stderr
-        assert not state.exists()
+    with localnet_lock():
+        first = ops("localnet", "up", "--json", env=env)
+        try:
+            assert first.returncode == 0, first.stderr
+            yield env, json.loads(first.stdout), state
+        finally:
+            down = ops("localnet", "down", "--purge", "--yes", env=env)
+            assert down.returncode == 0, down.stderr
+            assert not state.exists()
 
 
 def slot_of(header: dict) -> int:

@@ -27,6 +27,7 @@ from ops_tools.chain.rpc import RpcClient
 from ops_tools.chainspec.hashing import blake2_128_concat, storage_prefix
 from tests.build.conftest import FIXTURE, SuiteRepo, git
 from tests.conftest import ROOT
+from tests.localnet_lock import localnet_lock
 
 pytestmark = pytest.mark.slow
 OPS_TOOLS = Path(sys.executable).with_name("ops-tools")
@@ -49,12 +50,13 @@ def world(tmp_path_factory):
     git(repo_path, "init", "-q", "-b", "main")
     suite = SuiteRepo(repo_path)
     suite.commit("commit 1")
-    up = run(env, "localnet", "up", "--json")
-    assert up.returncode == 0, up.stderr
-    try:
-        yield env, suite, base
-    finally:
-        run(env, "localnet", "down", "--purge", "--yes")
+    with localnet_lock():
+        up = run(env, "localnet", "up", "--json")
+        assert up.returncode == 0, up.stderr
+        try:
+            yield env, suite, base
+        finally:
+            run(env, "localnet", "down", "--purge", "--yes")
 
 
 def run(env, *args, timeout=900):
