@@ -27,6 +27,8 @@ ROLES = sorted(p.parents[2].name for p in ROOT.glob("roles/*/molecule/default/mo
                if p.parents[2].name not in OWN_SUITES)
 ONE_AFTER_ANOTHER = ("node", "rpc", "authority")
 PARALLEL = max(1, int(os.environ.get("NET_MOLECULE_PARALLEL", "2")))
+# After that chain, the longest scenarios start first, so that the slots end together.
+LONGEST_FIRST = ("worker", "supervisor", "indexer", "service", "docs")
 
 
 @dataclass
@@ -83,8 +85,9 @@ def scenarios(request: pytest.FixtureRequest,
     runs: dict[str, Future[Run]] = {role: Future() for role in serial}
     # The serial chain is the longest slot: it starts first.
     pool.submit(_in_turn, serial, workdirs, runs)
-    runs.update({role: pool.submit(_molecule, role, workdirs[role])
-                 for role in selected if role not in serial})
+    rest = sorted((role for role in selected if role not in serial),
+                  key=lambda role: (*LONGEST_FIRST, role).index(role))
+    runs.update({role: pool.submit(_molecule, role, workdirs[role]) for role in rest})
     try:
         yield runs
     finally:

@@ -25,6 +25,8 @@ from tests.hosts.hosts import missing_tools, stop_fleet
 ROLES = sorted(p.parents[2].name for p in ROOT.glob("roles/*/molecule/systemd/molecule.yml"))
 STEPS = ("create", "prepare", "converge", "idempotence", "check", "verify", "destroy")
 PARALLEL = max(1, int(os.environ.get("NET_MOLECULE_SYSTEMD_PARALLEL", "2")))
+# The longest scenarios start first, so that the slots end together (the rest by name).
+LONGEST_FIRST = ("service", "edge", "authority", "rpc")
 
 
 @dataclass
@@ -52,8 +54,9 @@ def _molecule(role: str, workdir: Path) -> Run:
 def scenarios(request: pytest.FixtureRequest,
               tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future[Run]]]:
     """Starts every selected scenario at once (PARALLEL at a time); each test waits for its own."""
-    selected = [item.callspec.params["role"] for item in request.session.items
-                if getattr(item, "originalname", "") == "test_systemd_scenario"]
+    selected = sorted((item.callspec.params["role"] for item in request.session.items
+                       if getattr(item, "originalname", "") == "test_systemd_scenario"),
+                      key=lambda role: (*LONGEST_FIRST, role).index(role))
     pool = ThreadPoolExecutor(max_workers=PARALLEL, thread_name_prefix="molecule")
     runs = {role: pool.submit(_molecule, role, tmp_path_factory.mktemp(f"systemd-{role}"))
             for role in selected}
