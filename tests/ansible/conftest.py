@@ -44,6 +44,13 @@ def run(
     )
 
 
+def selected_roles(request: pytest.FixtureRequest, test: str) -> list[str]:
+    """The ``role`` parameters of ``test`` (a function of the requesting module) that this
+    session runs: what a module fixture starts ahead of its tests."""
+    return [item.callspec.params["role"] for item in request.session.items
+            if item.path == request.path and getattr(item, "originalname", "") == test]
+
+
 def tail(proc: subprocess.CompletedProcess[str], lines: int = 60) -> str:
     out = (proc.stdout + "\n" + proc.stderr).splitlines()
     return "\n".join(out[-lines:])

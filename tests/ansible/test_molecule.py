@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ansible.conftest import ROOT, VENV_BIN, ansible_env
+from tests.ansible.conftest import ROOT, VENV_BIN, ansible_env, selected_roles
 
 # Every role's default scenario on this machine; these two have suites of their own
 # (tests/operator, tests/reset_scheduler) that run them with their fixtures.
@@ -77,8 +77,7 @@ def _in_turn(roles: list[str], workdirs: dict[str, Path],
 def scenarios(request: pytest.FixtureRequest,
               tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future[Run]]]:
     """Starts every selected scenario at once (PARALLEL at a time); each test waits for its own."""
-    selected = [item.callspec.params["role"] for item in request.session.items
-                if getattr(item, "originalname", "") == "test_molecule_scenario"]
+    selected = selected_roles(request, "test_molecule_scenario")
     workdirs = {role: tmp_path_factory.mktemp(f"molecule-{role}") for role in selected}
     pool = ThreadPoolExecutor(max_workers=PARALLEL, thread_name_prefix="molecule")
     serial = [role for role in ONE_AFTER_ANOTHER if role in selected]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ansible.conftest import ROOT, VENV_BIN, ansible_env
+from tests.ansible.conftest import ROOT, VENV_BIN, ansible_env, selected_roles
 from tests.hosts.hosts import missing_tools, stop_fleet
 
 ROLES = sorted(p.parents[2].name for p in ROOT.glob("roles/*/molecule/systemd/molecule.yml"))
@@ -54,8 +54,7 @@ def _molecule(role: str, workdir: Path) -> Run:
 def scenarios(request: pytest.FixtureRequest,
               tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future[Run]]]:
     """Starts every selected scenario at once (PARALLEL at a time); each test waits for its own."""
-    selected = sorted((item.callspec.params["role"] for item in request.session.items
-                       if getattr(item, "originalname", "") == "test_systemd_scenario"),
+    selected = sorted(selected_roles(request, "test_systemd_scenario"),
                       key=lambda role: (*LONGEST_FIRST, role).index(role))
     pool = ThreadPoolExecutor(max_workers=PARALLEL, thread_name_prefix="molecule")
     runs = {role: pool.submit(_molecule, role, tmp_path_factory.mktemp(f"systemd-{role}"))
