@@ -6,7 +6,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,6 +51,14 @@ def selected_roles(request: pytest.FixtureRequest, test: str) -> list[str]:
     session runs: what a module fixture starts ahead of its tests."""
     return [item.callspec.params["role"] for item in request.session.items
             if item.path == request.path and getattr(item, "originalname", "") == test]
+
+
+def stop_scenarios(pool: ThreadPoolExecutor, runs: dict[str, Future[Any]]) -> None:
+    """A scenario fixture's teardown: what has not started never will; what runs is waited for
+    (each scenario stops what it started)."""
+    for run in runs.values():
+        run.cancel()
+    pool.shutdown(wait=True)
 
 
 def tail(proc: subprocess.CompletedProcess[str], lines: int = 60) -> str:

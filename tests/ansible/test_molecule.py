@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ansible.conftest import ROOT, VENV_BIN, ansible_env, selected_roles
+from tests.ansible.conftest import ROOT, VENV_BIN, ansible_env, selected_roles, stop_scenarios
 
 # Every role's default scenario on this machine; these two have suites of their own
 # (tests/operator, tests/reset_scheduler) that run them with their fixtures.
@@ -90,9 +90,7 @@ def scenarios(request: pytest.FixtureRequest,
     try:
         yield runs
     finally:
-        for run in runs.values():
-            run.cancel()
-        pool.shutdown(wait=True)
+        stop_scenarios(pool, runs)
 
 
 @pytest.mark.slow

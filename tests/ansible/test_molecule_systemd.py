@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ansible.conftest import ROOT, VENV_BIN, ansible_env, selected_roles
+from tests.ansible.conftest import ROOT, VENV_BIN, ansible_env, selected_roles, stop_scenarios
 from tests.hosts.hosts import missing_tools, stop_fleet
 
 ROLES = sorted(p.parents[2].name for p in ROOT.glob("roles/*/molecule/systemd/molecule.yml"))
@@ -62,9 +62,7 @@ def scenarios(request: pytest.FixtureRequest,
     try:
         yield runs
     finally:
-        for run in runs.values():
-            run.cancel()
-        pool.shutdown(wait=True)
+        stop_scenarios(pool, runs)
 
 
 def _section(out: str, step: str) -> str:
