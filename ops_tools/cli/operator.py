@@ -12,8 +12,7 @@ from pathlib import Path
 import typer
 
 from ops_tools.cli.output import err_console, print_json
-from ops_tools.deploy import localnet
-from ops_tools.deploy.paths import localnet_dir
+from ops_tools.deploy import paths
 from ops_tools.errors import InputError
 from ops_tools.operator import report, runner
 from ops_tools.operator import status as op_status
@@ -120,8 +119,8 @@ def onboard(
     if test_engine == (engine_url is not None):
         raise InputError("--engine-url / --test-engine: give exactly one (the engine the worker"
                          " serves, or the built-in test engine on the test network)")
-    local = localnet_dir()
-    local_supervisor = _local(localnet.supervisor_conf(local))
+    local = paths.localnet_dir()
+    local_supervisor = _local(paths.supervisor_conf(local))
     if service_manager is None:
         service_manager = "supervisor" if local_supervisor or supervisor_conf else "systemd"
     if service_manager not in ("systemd", "supervisor"):

@@ -21,7 +21,13 @@ from ops_tools.deploy.manifests import (
     SERVICE_MANIFEST_NAME,
     read_local_manifest,
 )
-from ops_tools.deploy.paths import INVENTORIES, NETWORKS, PLAYBOOKS, localnet_dir
+from ops_tools.deploy.paths import (
+    INVENTORIES,
+    NETWORKS,
+    PLAYBOOKS,
+    localnet_dir,
+    supervisor_conf,
+)
 from ops_tools.deploy.runner import PlaybookResult, run_playbook
 from ops_tools.errors import InputError, OpsError
 from ops_tools.sources import devnode_source_digest
@@ -66,10 +72,6 @@ def devnode_binary() -> Path:
     if not node.exists():
         raise OpsError(f"the development node is not installed at {node}; run scripts/bootstrap")
     return node
-
-
-def supervisor_conf(state: Path) -> Path:
-    return state / "supervisor" / "supervisord.conf"
 
 
 def render_local_spec(node: Path, out: Path) -> tuple[str, bool]:

@@ -16,3 +16,8 @@ def localnet_dir() -> Path:
     """State of the local network: ``$NET_LOCALNET_DIR`` or ``.state/localnet`` in the project."""
     env = os.environ.get("NET_LOCALNET_DIR")
     return Path(env).resolve() if env else PROJECT_ROOT / ".state" / "localnet"
+
+
+def supervisor_conf(state: Path) -> Path:
+    """The local network's supervisord configuration under its state directory."""
+    return state / "supervisor" / "supervisord.conf"

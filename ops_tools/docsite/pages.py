@@ -153,7 +153,7 @@ def release_page(index: dict[str, Any], docs_url: str | None) -> str:
         " (`genesis_hash`, `published_at`, `files` with their sha256); it names the genesis the"
         " site publishes, which must be the one the network serves.",
         "",
-        "In an operator inventory (`group_vars/full_nodes.yml`):",
+        "In an operator inventory (`group_vars/full_nodes/main.yml`):",
         "",
         "```yaml",
         f"genesis_preflight_chainspec_src: {base}/raw.json",

@@ -4,6 +4,7 @@ the inventories (the local network's documented ports, the testnet's hosts)."""
 from __future__ import annotations
 
 import json
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -69,7 +70,7 @@ def test_local_inventory_has_the_documented_hosts_and_ports() -> None:
 def test_testnet_inventory_has_the_public_networks_shape() -> None:
     inv = _inventory("testnet")
     assert sorted(inv["authorities"]["hosts"]) == ["authority-0", "authority-1"]
-    assert inv["rpc_nodes"]["hosts"] == ["rpc-0"]
+    assert inv["rpc_nodes"]["hosts"] == ["rpc-0", "services-node-0"]
     assert inv["docs"]["hosts"] == ["docs-0"]
     docs = inv["_meta"]["hostvars"]["docs-0"]
     assert docs["ansible_host"] == "services-0.testnet.invalid"
@@ -84,8 +85,45 @@ def test_testnet_inventory_has_the_public_networks_shape() -> None:
     edge_rpc = inv["_meta"]["hostvars"]["edge-rpc-0"]
     assert edge_rpc["ansible_host"] == rpc["ansible_host"]
     assert edge_rpc["edge_site_names"] == ["rpc"]
+    # The services machine's node is no public endpoint: no edge site on it names the RPC.
+    services_node = inv["_meta"]["hostvars"]["services-node-0"]
+    assert all("rpc" not in inv["_meta"]["hostvars"][e]["edge_site_names"]
+               for e in inv["edge"]["hosts"]
+               if inv["_meta"]["hostvars"][e]["ansible_host"] == services_node["ansible_host"])
     authority = inv["_meta"]["hostvars"]["authority-0"]
     # Secrets are references into the vault, never values in the repository.
     assert "vault_" in authority["authority_aura_suri"]
     assert "vault_" in authority["node_key_secret"]
     assert (ROOT / "inventories/testnet/group_vars/authorities/vault.yml.example").is_file()
+
+
+def _machine(hostvars: dict) -> str:
+    local = hostvars.get("ansible_connection") == "local"
+    return "controller" if local else hostvars["ansible_host"]
+
+
+@pytest.mark.parametrize("inventory", INVENTORIES)
+def test_every_service_reaches_a_node_on_its_own_machine(inventory: str) -> None:
+    """Each service's net_rpc_url is a node's RPC on the service's machine, on loopback: no node
+    RPC (unsafe methods included, on an authority) has to listen on a network for them."""
+    inv = _inventory(inventory)
+    hostvars = inv["_meta"]["hostvars"]
+    nodes = inv["authorities"]["hosts"] + inv["rpc_nodes"]["hosts"]
+    node_ports = {(_machine(hostvars[n]), int(hostvars[n]["node_rpc_port"])) for n in nodes}
+    services = [h for h in hostvars if "net_rpc_url" in hostvars[h] and h not in nodes]
+    assert services, "no service host sets net_rpc_url"
+    for host in services:
+        url = urlsplit(hostvars[host]["net_rpc_url"])
+        assert url.hostname == "127.0.0.1", (host, url.geturl())
+        assert (_machine(hostvars[host]), url.port) in node_ports, (host, url.geturl())
+    assert not any(hostvars[n].get("rpc_external") for n in nodes)
+
+
+@pytest.mark.parametrize("inventory", sorted(p.name for p in (ROOT / "inventories").iterdir()))
+def test_no_group_has_both_a_vars_file_and_a_vars_directory(inventory: str) -> None:
+    """Ansible reads group_vars/<group>/ and then ignores group_vars/<group>.yml: a vault file
+    put in the directory would silently drop every variable of the file."""
+    group_vars = ROOT / "inventories" / inventory / "group_vars"
+    dirs = {p.name for p in group_vars.iterdir() if p.is_dir()}
+    files = {p.stem for p in group_vars.glob("*.yml")}
+    assert not dirs & files, f"{group_vars}: both <group>.yml and <group>/ for {dirs & files}"

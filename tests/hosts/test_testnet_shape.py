@@ -21,13 +21,12 @@ and why:
 - the certificates come from a throwaway CA made in the test's directory (tests/hosts/tls.py,
   `NET_TESTNET_TLS_DIR`), and the test's clients trust it alone, connecting to a machine's
   address with the public name (SNI and Host), since no resolver here knows the names;
-- the services reach the RPC node at its address (`net_rpc_url` per service host) instead of
-  ws://rpc-0.testnet.invalid:9944, which nothing resolves here; for that the RPC node also
-  listens on its address (`rpc_external: true`): the testnet's rpc_nodes group vars keep it on
-  loopback, behind the edge, while its services group vars expect it on the private network;
-- the reset cycle and `ops-tools status` ask the public RPC at that address
-  (`net_public_rpc_url`) instead of wss://rpc.testnet.invalid, for the same reason; the names
-  through nginx are checked by the test's own clients;
+- no resolver here knows the `*.testnet.invalid` names: every command the test runs on the
+  controller (ansible-playbook, `ops-tools`) runs in a mount namespace of its own whose
+  /etc/hosts names the machines and the public names (`named`), and trusts the test CA
+  (`SSL_CERT_FILE`); the reset cycle and `ops-tools status` so ask the public endpoint
+  (`net_public_rpc_url`, wss://rpc.testnet.invalid) through the edge, as on the real network.
+  The test's own clients connect to a machine's address with the public name (SNI and Host);
 - the docs site (group docs, docs-0 on services-0) is left out: each publication (site.yml, each
   cycle's publish phase) would add a site build and the release's development-node bundle to
   this module's time. The docs role on a systemd host beside the edge's nginx, as on services-0,
@@ -36,14 +35,21 @@ and why:
 Then `ops-tools status` (nodes and services), `ops-tools reset-cycle` through its remote
 (pyinfra) path onto a revision of the fixture pallet-suite, with the services staged, restarted
 over SSH and ready on the new genesis (through the edge, each one's not-ready window printed), a
-second cycle killed while in reset-authorities and finished with `--resume`, and the
-operator's `playbooks/full_node.yml` with `inventories/operator`'s group vars on a fresh host.
+second cycle killed while in reset-authorities and finished with `--resume`, then the
+operator's `playbooks/full_node.yml` and `playbooks/operator_worker.yml` with
+`inventories/operator`'s group vars on a fresh host (full-node-1): its node, then its worker
+onboarded through the edge's faucet, attestation service and gateway, under systemd. That host
+resolves the public names from its /etc/hosts and trusts the test CA (its system store and the
+bundle of the virtualenv's `certifi`), as a real host trusts the network's real certificates;
+it has no GPU, so the onboarding records none (`operator_no_gpu`) and the worker serves the
+built-in test engine (`operator_test_engine`), both test-network options.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -61,7 +67,6 @@ import pytest
 import yaml
 
 from ops_tools.chain.rpc import RpcClient, RpcError
-from ops_tools.chain.status import wait_finality_advances
 from ops_tools.checksums import sha256_file
 from ops_tools.deploy.inventory import load_inventory
 from ops_tools.deploy.runner import strategy_env
@@ -81,9 +86,13 @@ pytestmark = [
 BIN = Path(sys.executable).parent
 TESTNET = ROOT / "inventories" / "testnet"
 OPERATOR = ROOT / "inventories" / "operator"
-NODE_HOSTS = ("authority-0", "authority-1", "rpc-0")
+SHAPE = yaml.safe_load((TESTNET / "hosts.yml").read_text())
+# Every node of the shape: the authorities, the public RPC node and the services machine's node.
+NODE_HOSTS = tuple(h for g in ("authorities", "rpc_nodes")
+                   for h in SHAPE["all"]["children"]["nodes"]["children"][g]["hosts"])
 SERVICES_MACHINE = "services-0"
 FULL_NODE = "full-node-1"
+MACHINES = ("authority-0", "authority-1", "rpc-0", SERVICES_MACHINE, FULL_NODE)
 # Each service's inventory host and the edge site in front of it (group_vars/edge/main.yml).
 SERVICE_SITES = {"faucet-0": "faucet", "attestation-0": "attestation", "explorer-0": "explorer",
                  "indexer-0": "indexer", "gateway-0": "gateway"}
@@ -113,9 +122,18 @@ def _timed(name: str, started: float) -> None:
     print(f"{name}: {TIMINGS[name]} s")
 
 
+def named(argv: list[str], env: dict[str, str]) -> list[str]:
+    """``argv`` in a mount namespace of its own whose /etc/hosts is ``env["NET_TEST_HOSTS"]``
+    (when set): this machine's file is left alone. ``exec`` keeps the command's PID."""
+    if "NET_TEST_HOSTS" not in env:
+        return argv
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+            'mount --bind "$0" /etc/hosts && exec "$@"', env["NET_TEST_HOSTS"], *argv]
+
+
 def _run(argv: list[str], env: dict[str, str], timeout: float = 900,
          ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True,
+    return subprocess.run(named(argv, env), cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=timeout, check=False)
 
 
@@ -139,6 +157,38 @@ def network_definition(fleet: Fleet) -> dict[str, Any]:
         if account["name"] == "faucet":
             account["address"] = faucet["address"]
     return net
+
+
+def machine_of(host: str) -> str:
+    """The machine an inventory host of the shape is on (its ansible_host's first label)."""
+    for group in _groups(SHAPE["all"]):
+        if host in (group.get("hosts") or {}):
+            return str(group["hosts"][host]["ansible_host"]).split(".")[0]
+    raise KeyError(host)
+
+
+def _groups(group: dict[str, Any]) -> list[dict[str, Any]]:
+    children = list((group.get("children") or {}).values())
+    return [group] + [g for child in children for g in _groups(child)]
+
+
+def names_file(path: Path, fleet: Fleet, sites: dict[str, list[str]]) -> Path:
+    """This machine's /etc/hosts, plus each machine's name and every public name at the
+    address of the machine whose edge serves it (the resolver of a real deploy)."""
+    lines = [Path("/etc/hosts").read_text().rstrip("\n")]
+    lines += [f"{h.address} {h.name}.testnet.invalid" for h in fleet.hosts]
+    lines += [f"{fleet.by_name(m).address} {' '.join(ns)}" for m, ns in public_names(sites).items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def public_names(sites: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Per machine, the public names its edge serves (group edge's edge_site_names)."""
+    out: dict[str, list[str]] = {}
+    for name, hostvars in SHAPE["all"]["children"]["edge"]["hosts"].items():
+        out.setdefault(machine_of(name), []).extend(
+            n for site in hostvars["edge_site_names"] for n in sites[site])
+    return out
 
 
 def edge_sites() -> dict[str, list[str]]:
@@ -182,7 +232,6 @@ def write_testnet_inventory(base: Path, fleet: Fleet, overrides: dict[str, Any])
         _vault(inv, group, secrets)
     shape = yaml.safe_load((TESTNET / "hosts.yml").read_text())
     groups = shape["all"]["children"]
-    rpc_url = f"ws://{fleet.by_name('rpc-0').address}:9944"
 
     def point(hosts: dict[str, Any], extra: dict[str, Any]) -> None:
         # Each inventory host on the machine its real ansible_host names (<machine>.testnet...).
@@ -192,9 +241,8 @@ def write_testnet_inventory(base: Path, fleet: Fleet, overrides: dict[str, Any])
 
     for node_group in groups["nodes"]["children"].values():
         point(node_group.get("hosts") or {}, {})
-    groups["nodes"]["children"]["rpc_nodes"]["hosts"]["rpc-0"].update(RPC_ON_ITS_ADDRESS)
     for group in groups["services"]["children"].values():
-        point(group["hosts"], {"net_rpc_url": rpc_url})
+        point(group["hosts"], {})
     point(groups["edge"]["hosts"], {})
     # Left out, for time (the docstring).
     groups["docs"]["hosts"] = {}
@@ -202,19 +250,24 @@ def write_testnet_inventory(base: Path, fleet: Fleet, overrides: dict[str, Any])
     return inv
 
 
-# The services machine reaches the RPC node over the fleet's network (see the docstring).
-RPC_ON_ITS_ADDRESS = {"rpc_external": True}
-
-
-def write_operator_inventory(base: Path, fleet: Fleet, artifacts: dict[str, Any]) -> Path:
+def write_operator_inventory(base: Path, fleet: Fleet, node: dict[str, Any],
+                             worker: dict[str, Any]) -> Path:
+    """inventories/operator with its group vars linked, its full node and its GPU server both
+    on the full-node machine (hosts.yml: "add it to both groups") with ``node`` and ``worker``
+    set per host, and the workers' vault."""
     inv = base / "operator"
     _link_group_vars(OPERATOR / "group_vars", inv / "group_vars")
     shape = yaml.safe_load((OPERATOR / "hosts.yml").read_text())
-    hosts = shape["all"]["children"]["full_nodes"]["hosts"]
-    (name,) = hosts
-    assert name == FULL_NODE
-    hosts[name] = {**fleet.by_name(FULL_NODE).ansible_vars(), **artifacts}
+    machine = fleet.by_name(FULL_NODE).ansible_vars()
+    for group, extra in (("full_nodes", node), ("operator_workers", worker)):
+        hosts = shape["all"]["children"][group]["hosts"]
+        (name,) = hosts
+        hosts[name] = {**hosts[name], **machine, **extra}
     (inv / "hosts.yml").write_text(yaml.safe_dump(shape, sort_keys=False))
+    _vault(inv, "operator_workers", {
+        "vault_operator_passphrase": "testnet-shape-operator-passphrase",
+        "vault_operator_gateway_secret": SERVICE_VAULTS["gateways"]["vault_gateway_worker_secret"],
+    })
     return inv
 
 
@@ -228,12 +281,28 @@ GENESIS_ON_LOOPBACK = (
 )
 
 
-def _unpack_venv(fleet: Fleet, tarball: Path) -> None:
-    """The services' virtualenv at /opt/net/venv on the services machine: unpacked from this
-    machine straight into the host's root file system (its overlay), which takes a few seconds
-    where streaming it over SSH took ten more."""
-    root = Path(fleet.by_name(SERVICES_MACHINE).root) / "merged"
+def _unpack_venv(fleet: Fleet, tarball: Path, machine: str) -> None:
+    """The suite's virtualenv at /opt/net/venv on a machine: unpacked from this machine
+    straight into the host's root file system (its overlay), which takes a few seconds where
+    streaming it over SSH took ten more."""
+    root = Path(fleet.by_name(machine).root) / "merged"
     subprocess.run(["tar", "-xzf", str(tarball), "-C", str(root)], check=True, timeout=300)
+
+
+def _as_an_operator_host(fleet: Fleet, ca: Path, names: dict[str, list[str]]) -> None:
+    """The full-node machine as an operator's server sees the network: the public names
+    resolve (its /etc/hosts) and the test CA is trusted (the system store, and certifi's
+    bundle in /opt/net/venv, which httpx uses), as real certificates are (the docstring)."""
+    host = fleet.by_name(FULL_NODE)
+    root = Path(host.root) / "merged"
+    with (root / "etc/hosts").open("a") as hosts:
+        hosts.writelines(f"{fleet.by_name(m).address} {' '.join(ns)}\n" for m, ns in names.items())
+    shutil.copyfile(ca, root / "usr/local/share/ca-certificates/net-test-ca.crt")
+    for bundle in (root / "opt/net/venv/lib").glob("python3*/site-packages/certifi/cacert.pem"):
+        with bundle.open("a") as out:
+            out.write(ca.read_text())
+    proc = host.ssh("sudo update-ca-certificates")
+    assert proc.returncode == 0, proc.stderr
 
 
 @pytest.fixture(scope="module")
@@ -255,27 +324,31 @@ def world(tmp_path_factory: pytest.TempPathFactory):
                                            str(venv)], env)
         sites = edge_sites()
         ca = tls.make(tls_dir, sites)
-        fleet = boot_fleet([*NODE_HOSTS, SERVICES_MACHINE, FULL_NODE], base / "hosts")
+        fleet = boot_fleet(list(MACHINES), base / "hosts")
         _timed("boot 5 hosts (bundles built meanwhile)", started)
+        # The controller's commands resolve the network's names and trust its CA (docstring).
+        env.update(NET_TEST_HOSTS=str(names_file(base / "etc-hosts", fleet, sites)),
+                   SSL_CERT_FILE=str(ca))
         bundled, venv_bundled = bundling.result(), venv_bundling.result()
     try:
         assert bundled.returncode == 0, _out(bundled)
         assert venv_bundled.returncode == 0, _out(venv_bundled)
         bundle = json.loads(bundled.stdout)
         started = time.monotonic()
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            unpacking = pool.submit(_unpack_venv, fleet, venv)
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            unpacking = [pool.submit(_unpack_venv, fleet, venv, m)
+                         for m in (SERVICES_MACHINE, FULL_NODE)]
             network = base / "testnet-dev.yml"
             network.write_text(yaml.safe_dump(network_definition(fleet), sort_keys=False))
             render = base / "render-0"
             proc = _run([str(BIN / "ops-tools"), "chainspec", "render", "--network",
                          str(network), "--node", str(BIN / "devnode"), "--out", str(render)], env)
             assert proc.returncode == 0, _out(proc)
-            unpacking.result()
-        _timed("render (services' virtualenv unpacked meanwhile)", started)
-        public_url = f"http://{fleet.by_name('rpc-0').address}:9944"
+            for unpacked in unpacking:
+                unpacked.result()
+        _as_an_operator_host(fleet, ca, public_names(sites))
+        _timed("render (the suite's virtualenv unpacked meanwhile)", started)
         inventory = write_testnet_inventory(base, fleet, {
-            "net_public_rpc_url": public_url,
             "net_network_definition": str(network),
             "net_node_kind": "devnode",
         })
@@ -287,8 +360,7 @@ def world(tmp_path_factory: pytest.TempPathFactory):
         yield {
             "base": base, "env": env, "fleet": fleet, "inventory": inventory, "render": render,
             "bundle": Path(bundle["path"]), "bundle_sha256": bundle["sha256"],
-            "public": RpcClient(public_url), "public_url": public_url, "suite": suite,
-            "ca": str(ca), "sites": sites,
+            "suite": suite, "ca": str(ca), "sites": sites,
         }
     finally:
         stop_fleet(base / "hosts")
@@ -304,7 +376,7 @@ def site(world: dict[str, Any], *extra: str) -> subprocess.CompletedProcess[str]
 
 
 def manifest(world: dict[str, Any], host: str) -> dict[str, Any]:
-    h = world["fleet"].by_name(host)
+    h = world["fleet"].by_name(machine_of(host))
     proc = h.ssh("sudo cat " + shlex.quote(f"/var/lib/net/{host}/deployed.json"))
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
@@ -317,6 +389,32 @@ def edge(world: dict[str, Any], site: str, path: str = "/", body: Any = None, *,
     machine = "rpc-0" if site == "rpc" else SERVICES_MACHINE
     return edge_client.https(world["sites"][site][name], world["fleet"].by_name(machine).address,
                              world["ca"], path, body, timeout)
+
+
+def public_rpc(world: dict[str, Any], method: str, params: list[Any] | None = None,
+               ) -> tuple[int, Any]:
+    """A JSON-RPC call to the public endpoint (the edge on rpc-0): its status and answer."""
+    return edge(world, "rpc", "/", {"jsonrpc": "2.0", "id": 1, "method": method,
+                                    "params": params or []})
+
+
+def public_genesis(world: dict[str, Any]) -> str:
+    status, answer = public_rpc(world, "chain_getBlockHash", [0])
+    assert status == 200 and "result" in answer, (status, answer)
+    return str(answer["result"])
+
+
+def wait_public_finality(world: dict[str, Any], timeout: float = 60) -> None:
+    """Until the public endpoint's finalized height grows."""
+    def finalized() -> int:
+        _, head = public_rpc(world, "chain_getFinalizedHead")
+        _, header = public_rpc(world, "chain_getHeader", [head["result"]])
+        return int(header["result"]["number"], 16)
+
+    start, deadline = finalized(), time.monotonic() + timeout
+    while finalized() <= start:
+        assert time.monotonic() < deadline, f"finality stuck at #{start} on the public endpoint"
+        time.sleep(0.5)
 
 
 INDEX_STATUS = {"query": "{ indexStatus { genesisHash height } }"}
@@ -351,12 +449,12 @@ def test_site_deploys_the_shape_over_ssh_with_become(world):
     assert proc.returncode == 0, _out(proc)
     genesis = json.loads((world["render"] / "manifest.json").read_text())["genesis_hash"]
     for host in NODE_HOSTS:
-        h = world["fleet"].by_name(host)
+        h = world["fleet"].by_name(machine_of(host))
         unit = sorted(h.ssh("systemctl show net-node -p ActiveState -p User").stdout.split())
         assert unit == ["ActiveState=active", "User=net"], (host, unit)
         assert manifest(world, host)["genesis_hash"] == genesis
-    assert world["public"].genesis_hash() == genesis
-    wait_finality_advances(world["public_url"], 60)
+    assert public_genesis(world) == genesis
+    wait_public_finality(world)
     units = [f"net-{s}.service" for s in SERVICE_UNITS]
     shown = world["fleet"].by_name(SERVICES_MACHINE).ssh(
         shlex.join(["systemctl", "show", "-p", "ActiveState", "-p", "User", *units]))
@@ -366,7 +464,7 @@ def test_site_deploys_the_shape_over_ssh_with_become(world):
 
 def test_the_edge_serves_every_site_over_tls(world):
     started = time.monotonic()
-    genesis = world["public"].genesis_hash()
+    genesis = public_genesis(world)
     for name in range(2):  # the public name and its alias
         status, answer = edge(world, "rpc", "/", {"jsonrpc": "2.0", "id": 1,
                                                  "method": "chain_getBlockHash", "params": [0]},
@@ -394,7 +492,7 @@ def test_status_reads_every_node_and_service_over_ssh(world):
     _timed("status", started)
     assert proc.returncode == 0, _out(proc)
     found = {h["host"]: h for h in json.loads(proc.stdout)}
-    genesis = world["public"].genesis_hash()
+    genesis = public_genesis(world)
     assert set(found) == {*NODE_HOSTS, *SERVICE_SITES}
     for host in NODE_HOSTS:
         h = found[host]
@@ -478,8 +576,8 @@ def assert_new_chain(world: dict[str, Any], report: dict[str, Any], old: str,
     print(f"reset-cycle downtime: {report['downtime_s']} s, total {report['total_s']} s")
     for phase in report["phases"]:
         print(f"  {phase['name']:<18} {phase['seconds']:6.2f} s  {phase['detail'][:90]}")
-    assert world["public"].genesis_hash() == new
-    wait_finality_advances(world["public_url"], 60)
+    assert public_genesis(world) == new
+    wait_public_finality(world)
     for host in NODE_HOSTS:
         assert manifest(world, host)["genesis_hash"] == new, host
     # The services phase waited for every service's /ready on the host; through the edge too.
@@ -489,7 +587,7 @@ def assert_new_chain(world: dict[str, Any], report: dict[str, Any], old: str,
 
 
 def test_reset_cycle_over_ssh_onto_a_new_revision(world):
-    old = world["public"].genesis_hash()
+    old = public_genesis(world)
     started = time.monotonic()
     with ServiceWatch(world, old) as watch:
         proc = _run(cycle_argv(world, "--yes"), world["env"])
@@ -502,7 +600,7 @@ def test_reset_cycle_over_ssh_onto_a_new_revision(world):
 
 
 def test_cycle_killed_in_reset_authorities_finishes_with_resume(world):
-    old = world["public"].genesis_hash()
+    old = public_genesis(world)
     world["suite"].commit("commit 2: spec 7", world["suite"].set_spec_version(7))
     previous = journal(world)["cycle_id"]
     started = time.monotonic()
@@ -532,9 +630,10 @@ def test_cycle_killed_in_reset_authorities_finishes_with_resume(world):
     assert killed["status"] == "running"
     assert killed["phases"][-1]["name"] == "reset-authorities"
     assert killed["phases"][-1]["status"] == "running"
-    # Killed mid-reset: the network is down (the nodes were stopped before the purge).
-    with pytest.raises(RpcError):
-        world["public"].genesis_hash()
+    # Killed mid-reset: the network is down (the nodes were stopped before the purge); the
+    # edge answers for it.
+    status, answer = public_rpc(world, "chain_getBlockHash", [0])
+    assert status == 502, (status, answer)
     resumed = _run(cycle_argv(world, "--resume", "--yes"), world["env"])
     _timed("reset-cycle killed, then --resume", started)
     assert resumed.returncode == 0, _out(resumed)
@@ -549,26 +648,68 @@ def test_cycle_killed_in_reset_authorities_finishes_with_resume(world):
     assert_new_chain(world, report, old)
 
 
-def test_operator_full_node_with_the_operator_group_vars(world):
+OPERATOR_WORKER_PORT = 8101  # group_vars/operator_workers' operator_worker_port
+
+
+@pytest.fixture(scope="module")
+def operator_inventory(world) -> Path:
+    """inventories/operator for the full-node machine: the artifacts of the network's current
+    release, and for the worker what hosts.yml says to set per host (its own node's RPC, the
+    address the gateway calls) and the test-network options (docstring)."""
     raw = Path(journal(world)["facts"]["render_dir"]) / "raw.json"
-    inventory = write_operator_inventory(world["base"], world["fleet"], {
-        "genesis_preflight_rpc_url": world["public_url"],
+    address = world["fleet"].by_name(FULL_NODE).address
+    return write_operator_inventory(world["base"], world["fleet"], {
         "genesis_preflight_binary_src": str(world["bundle"]),
         "genesis_preflight_binary_sha256": world["bundle_sha256"],
         "genesis_preflight_chainspec_src": str(raw),
         "genesis_preflight_chainspec_sha256": sha256_file(raw),
         "genesis_preflight_cache_dir": str(world["base"] / "full-node-cache"),
+    }, {
+        "operator_rpc_url": "ws://127.0.0.1:9944",
+        "operator_worker_public_url": f"http://{address}:{OPERATOR_WORKER_PORT}",
+        "operator_test_engine": True,
+        "operator_no_gpu": True,
     })
+
+
+def test_operator_full_node_with_the_operator_group_vars(world, operator_inventory):
     started = time.monotonic()
-    proc = _run([str(BIN / "ansible-playbook"), "-i", str(inventory), "playbooks/full_node.yml"],
-                world["env"])
+    proc = _run([str(BIN / "ansible-playbook"), "-i", str(operator_inventory),
+                 "playbooks/full_node.yml"], world["env"])
     _timed("full_node.yml", started)
     assert proc.returncode == 0, _out(proc)
     assert "genesis_check: match" in proc.stdout, _out(proc)
-    genesis = world["public"].genesis_hash()
+    genesis = public_genesis(world)
     h = world["fleet"].by_name(FULL_NODE)
     served = h.ssh(shlex.join(["python3", "-c", GENESIS_ON_LOOPBACK]))
     assert served.stdout.strip() == genesis, served.stdout + served.stderr
     # Its RPC answers on the host's loopback only.
     with pytest.raises(RpcError):
         RpcClient(f"http://{h.address}:9944", timeout=3).genesis_hash()
+
+
+RECAP = re.compile(r"^(?P<host>\S+)\s*: ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)", re.M)
+
+
+def test_operator_worker_onboards_on_its_server(world, operator_inventory):
+    """playbooks/operator_worker.yml on the operator's server over SSH with become: the
+    onboarding on the host (its own full node for the chain, the edge for the faucet, the
+    attestation service and the gateway), the worker under a hardened systemd unit, live at the
+    gateway; a second run changes nothing."""
+    argv = [str(BIN / "ansible-playbook"), "-i", str(operator_inventory),
+            "playbooks/operator_worker.yml"]
+    started = time.monotonic()
+    first = _run(argv, world["env"])
+    _timed("operator_worker.yml", started)
+    assert first.returncode == 0, _out(first)
+    host = world["fleet"].by_name(FULL_NODE)
+    report = json.loads(host.ssh("sudo cat /var/lib/net/operator/operator/report.json").stdout)
+    assert report["gateway_view"]["live"] is True, report
+    assert report["worker_url"] == f"http://{host.address}:{OPERATOR_WORKER_PORT}", report
+    assert report["gpu"]["no_gpu"] is True and report["heartbeat_epoch"] is not None, report
+    unit = host.ssh("systemctl show net-worker-operator -p ActiveState -p NoNewPrivileges")
+    assert sorted(unit.stdout.split()) == ["ActiveState=active", "NoNewPrivileges=yes"], unit
+    again = _run(argv, world["env"])
+    assert again.returncode == 0, _out(again)
+    recap = {m["host"]: int(m["changed"]) for m in RECAP.finditer(again.stdout)}
+    assert recap == {"gpu-server-1": 0}, _out(again)

@@ -1,8 +1,9 @@
 """The suite's virtualenv for a services test host, as a tarball to unpack at /: /opt/net/venv
 (where the testnet inventory's services run from) with the host's own python3 (Debian 12, 3.11),
-the suite's packages the services use and every third-party distribution they import, copied
-from this controller's virtualenv (the test hosts reach no package index), and the services'
-console scripts. Used by roles/service/molecule/systemd and tests/hosts/test_testnet_shape.py.
+the suite's packages the services and `ops-tools operator` use and every third-party
+distribution they import, copied from this controller's virtualenv (the test hosts reach no
+package index), and their console scripts. Used by roles/service/molecule/systemd and
+tests/hosts/test_testnet_shape.py (services-0, and the operator's server).
 Usage (from the repository root): python -m tests.hosts.venv_bundle OUT.tar.gz"""
 
 from __future__ import annotations
@@ -23,19 +24,24 @@ from ops_tools.build.devnode_bundle import (
 PREFIX = "opt/net/venv"
 SITE = f"{PREFIX}/lib/python3.11/site-packages"
 # docs/development.md: the services use chainspec and chain; the gateway and worker use wallet.
-PACKAGES = ("services", "chain", "chainspec", "wallet")
+PACKAGES = ("services", "chain", "chainspec", "wallet", "operator")
+# What `ops-tools operator` imports besides (ops_tools/cli/main.py imports each command's module
+# only when that command runs).
+MODULES = ("cli/__init__.py", "cli/main.py", "cli/output.py", "cli/operator.py",
+           "deploy/__init__.py", "deploy/paths.py")
 # Imported by what the sources import, without being its declared requirement: fastapi's
 # templating (the explorer's pages) needs jinja2. The suite requires psycopg[binary], an extra the
 # closure does not follow: without psycopg_binary, psycopg would fall back to the host's libpq,
 # which a pip-installed /opt/net/venv does not use.
 EXTRA_MODULES = {"jinja2", "psycopg_binary"}
-SCRIPTS = ("net-faucet", "net-attestation", "net-explorer", "net-gateway", "net-worker",
+SCRIPTS = ("ops-tools", "net-faucet", "net-attestation", "net-explorer", "net-gateway", "net-worker",
            "net-indexer", "net-indexer-processor")
 
 
 def _suite_files() -> dict[str, bytes]:
     root = Path(ops_tools.__file__).parent
     files = {f"ops_tools/{p.name}": p.read_bytes() for p in root.glob("*.py")}
+    files.update({f"ops_tools/{m}": (root / m).read_bytes() for m in MODULES})
     for pkg in PACKAGES:
         for path in (root / pkg).rglob("*"):
             if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
