@@ -14,31 +14,28 @@ and why:
   network definition is testnet.yml with the development keys, the hosts' addresses, the
   faucet account of local.yml (//Faucet) and 1 s slots (its own keys' secrets are not in the
   repository);
-- the services' virtualenv at /opt/net/venv is this controller's, bundled
-  (tests/hosts/venv_bundle.py) while the hosts boot and unpacked into services-0's root file
-  system before site.yml: the hosts reach no package index, and the inventory leaves installing
-  it to the machine's provisioning;
+- the suite's virtualenv at /opt/net/venv (services-0, full-node-1) is this controller's,
+  bundled (tests/hosts/venv_bundle.py) while the hosts boot and unpacked into the machines' root
+  file systems before site.yml: the hosts reach no package index, and the inventories leave
+  installing it to the machine's provisioning;
 - the certificates come from a throwaway CA made in the test's directory (tests/hosts/tls.py,
-  `NET_TESTNET_TLS_DIR`), and the test's clients trust it alone, connecting to a machine's
-  address with the public name (SNI and Host), since no resolver here knows the names;
+  `NET_TESTNET_TLS_DIR`);
 - no resolver here knows the `*.testnet.invalid` names: every command the test runs on the
   controller (ansible-playbook, `ops-tools`) runs in a mount namespace of its own whose
   /etc/hosts names the machines and the public names (`named`), and trusts the test CA
   (`SSL_CERT_FILE`); the reset cycle and `ops-tools status` so ask the public endpoint
   (`net_public_rpc_url`, wss://rpc.testnet.invalid) through the edge, as on the real network.
-  The test's own clients connect to a machine's address with the public name (SNI and Host);
-- the docs site (group docs, docs-0 on services-0) is left out: each publication (site.yml, each
-  cycle's publish phase) would add a site build and the release's development-node bundle to
-  this module's time. The docs role on a systemd host beside the edge's nginx, as on services-0,
-  is roles/edge/molecule/systemd's.
+  The test's own clients trust the CA alone and connect to a machine's address with the public
+  name (SNI and Host).
 
 Then `ops-tools status` (nodes and services), `ops-tools reset-cycle` through its remote
 (pyinfra) path onto a revision of the fixture pallet-suite, with the services staged, restarted
-over SSH and ready on the new genesis (through the edge, each one's not-ready window printed), a
-second cycle killed while in reset-authorities and finished with `--resume`, then the
-operator's `playbooks/full_node.yml` and `playbooks/operator_worker.yml` with
-`inventories/operator`'s group vars on a fresh host (full-node-1): its node, then its worker
-onboarded through the edge's faucet, attestation service and gateway, under systemd. That host
+over SSH and ready on the new genesis (through the edge, each one's not-ready window printed)
+and the new release on the docs site, a second cycle killed while in reset-authorities and
+finished with `--resume`, then the operator's `playbooks/full_node.yml` (from the artifacts the
+docs site lists) and `playbooks/operator_worker.yml` with `inventories/operator`'s group vars
+on a fresh host (full-node-1): its node, then its worker onboarded through the edge's faucet,
+attestation service and gateway, under systemd. That host
 resolves the public names from its /etc/hosts and trusts the test CA (its system store and the
 bundle of the virtualenv's `certifi`), as a real host trusts the network's real certificates;
 it has no GPU, so the onboarding records none (`operator_no_gpu`) and the worker serves the
@@ -67,7 +64,6 @@ import pytest
 import yaml
 
 from ops_tools.chain.rpc import RpcClient, RpcError
-from ops_tools.checksums import sha256_file
 from ops_tools.deploy.inventory import load_inventory
 from ops_tools.deploy.runner import strategy_env
 from ops_tools.reset.context import cycle_dir
@@ -183,11 +179,14 @@ def names_file(path: Path, fleet: Fleet, sites: dict[str, list[str]]) -> Path:
 
 
 def public_names(sites: dict[str, list[str]]) -> dict[str, list[str]]:
-    """Per machine, the public names its edge serves (group edge's edge_site_names)."""
+    """Per machine, the public names its nginx serves: its edge's sites (edge_site_names) and
+    the docs site on a docs host."""
     out: dict[str, list[str]] = {}
     for name, hostvars in SHAPE["all"]["children"]["edge"]["hosts"].items():
         out.setdefault(machine_of(name), []).extend(
             n for site in hostvars["edge_site_names"] for n in sites[site])
+    for name in SHAPE["all"]["children"]["docs"]["hosts"]:
+        out.setdefault(machine_of(name), []).extend(sites["docs"])
     return out
 
 
@@ -199,6 +198,7 @@ def edge_sites() -> dict[str, list[str]]:
     rpc = gv("all")
     return {
         "rpc": [rpc["net_rpc_public_hostname"], rpc["net_rpc_alias_hostname"]],
+        "docs": [rpc["net_docs_public_hostname"]],
         **{site: [gv(site)[f"{site}_public_hostname"]]
            for site in ("faucet", "attestation", "explorer")},
         "indexer": [gv("indexers")["indexer_public_hostname"]],
@@ -244,8 +244,7 @@ def write_testnet_inventory(base: Path, fleet: Fleet, overrides: dict[str, Any])
     for group in groups["services"]["children"].values():
         point(group["hosts"], {})
     point(groups["edge"]["hosts"], {})
-    # Left out, for time (the docstring).
-    groups["docs"]["hosts"] = {}
+    point(groups["docs"]["hosts"], {})
     (inv / "hosts.yml").write_text(yaml.safe_dump(shape, sort_keys=False))
     return inv
 
@@ -417,6 +416,13 @@ def wait_public_finality(world: dict[str, Any], timeout: float = 60) -> None:
         time.sleep(0.5)
 
 
+def docs_release(world: dict[str, Any]) -> dict[str, Any]:
+    """The docs site's current release, as the public downloads it."""
+    status, release = edge(world, "docs", "/releases/current/release.json")
+    assert status == 200, (status, release)
+    return release
+
+
 INDEX_STATUS = {"query": "{ indexStatus { genesisHash height } }"}
 
 
@@ -477,6 +483,7 @@ def test_the_edge_serves_every_site_over_tls(world):
                                 world["ca"])
     assert wss["heads"][1] > wss["heads"][0] and "error" in wss["unsafe"], wss
     assert_services_on(world, genesis)
+    assert docs_release(world)["genesis_hash"] == genesis
     # The faucet signs and sends a drip, asked as the public asks it.
     status, drip = edge(world, "faucet", "/drip-public", {"recipient": DRIP_RECIPIENT},
                         timeout=120)
@@ -582,6 +589,8 @@ def assert_new_chain(world: dict[str, Any], report: dict[str, Any], old: str,
         assert manifest(world, host)["genesis_hash"] == new, host
     # The services phase waited for every service's /ready on the host; through the edge too.
     assert_services_on(world, new)
+    # The publish phase made the new genesis the docs site's current release.
+    assert docs_release(world)["genesis_hash"] == new
     if watch is not None:
         print(f"services not ready (through the edge, 1 s polls): {watch.windows(new)}")
 
@@ -654,15 +663,18 @@ OPERATOR_WORKER_PORT = 8101  # group_vars/operator_workers' operator_worker_port
 @pytest.fixture(scope="module")
 def operator_inventory(world) -> Path:
     """inventories/operator for the full-node machine: the artifacts of the network's current
-    release, and for the worker what hosts.yml says to set per host (its own node's RPC, the
-    address the gateway calls) and the test-network options (docstring)."""
-    raw = Path(journal(world)["facts"]["render_dir"]) / "raw.json"
+    release as the docs site lists them (the group vars' URLs, the node's file named as this
+    release names it, the development node), and for the worker what hosts.yml says to set per
+    host (its own node's RPC, the address the gateway calls) and the test-network options
+    (docstring)."""
+    release = docs_release(world)
+    node_file = release["node_file"]
     address = world["fleet"].by_name(FULL_NODE).address
     return write_operator_inventory(world["base"], world["fleet"], {
-        "genesis_preflight_binary_src": str(world["bundle"]),
-        "genesis_preflight_binary_sha256": world["bundle_sha256"],
-        "genesis_preflight_chainspec_src": str(raw),
-        "genesis_preflight_chainspec_sha256": sha256_file(raw),
+        "genesis_preflight_binary_src":
+            f"https://{world['sites']['docs'][0]}/releases/current/{node_file}",
+        "genesis_preflight_binary_sha256": release["files"][node_file]["sha256"],
+        "genesis_preflight_chainspec_sha256": release["files"]["raw.json"]["sha256"],
         "genesis_preflight_cache_dir": str(world["base"] / "full-node-cache"),
     }, {
         "operator_rpc_url": "ws://127.0.0.1:9944",

@@ -34,8 +34,8 @@ MODULES = ("cli/__init__.py", "cli/main.py", "cli/output.py", "cli/operator.py",
 # closure does not follow: without psycopg_binary, psycopg would fall back to the host's libpq,
 # which a pip-installed /opt/net/venv does not use.
 EXTRA_MODULES = {"jinja2", "psycopg_binary"}
-SCRIPTS = ("ops-tools", "net-faucet", "net-attestation", "net-explorer", "net-gateway", "net-worker",
-           "net-indexer", "net-indexer-processor")
+SCRIPTS = ("ops-tools", "net-faucet", "net-attestation", "net-explorer", "net-gateway",
+           "net-worker", "net-indexer", "net-indexer-processor")
 
 
 def _suite_files() -> dict[str, bytes]:

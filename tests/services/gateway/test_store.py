@@ -131,16 +131,12 @@ def test_a_busy_database_refuses_at_once_and_leaks_no_connection(tmp_path):
     with nothing applied, and its pooled connection is back for the next one."""
     import sqlite3
 
-    from sqlalchemy import event
+    from ops_tools.services.gateway.service import _no_wait_engine
 
     url = f"sqlite:///{tmp_path / 'gw.db'}"
     db = open_database(url, pool_size=1)
-    inline = open_database(url, pool_size=1).engine
+    inline = _no_wait_engine(db.engine)  # the gateway's own
     inline.pool._max_overflow = 0  # one connection: a leaked one would block the next checkout
-
-    @event.listens_for(inline, "connect")
-    def _no_wait(dbapi_conn, _record):
-        dbapi_conn.execute("PRAGMA busy_timeout=0")
 
     try:
         key, key_id = store.create_key(db.engine, ALICE, budget=None, rpm=None, tpm=None)
@@ -150,6 +146,9 @@ def test_a_busy_database_refuses_at_once_and_leaks_no_connection(tmp_path):
             with pytest.raises(sqlite3.OperationalError) as busy:
                 store.reserve(inline, key, 5, time.time())
             assert busy.value.sqlite_errorcode == sqlite3.SQLITE_BUSY
+            # At once, not after SQLite's busy wait (the platform's 30 s).
+            with inline.connect() as conn:
+                assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 0
         holder.execute("ROLLBACK")
         holder.close()
         assert store.reserve(inline, key, 5, time.time()).amount == 5
