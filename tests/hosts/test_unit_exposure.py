@@ -1,5 +1,6 @@
 """Every systemd unit the suite installs, measured with `systemd-analyze security` on a systemd
-test host: each stays at exposure "OK" or better (docs/hardening.md records the scores)."""
+test host: each stays at exposure "OK" or better (docs/hardening.md records the scores); the
+operator's worker unit is the one `ops-tools operator onboard` writes."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from pathlib import Path
 import jinja2
 import pytest
 
+from ops_tools.operator import units as operator_units
+from ops_tools.operator.context import Options
 from tests.ansible.test_rendered import _render
 from tests.conftest import ROOT
 
@@ -51,12 +54,25 @@ def _service_unit(out: Path, name: str) -> Path:
     return path
 
 
+def _operator_worker_unit(out: Path) -> Path:
+    """The unit `ops-tools operator onboard` writes on an operator's server (as
+    playbooks/operator_worker.yml runs it: as root, the inventory's default)."""
+    state = Path("/var/lib/net/operator/operator")
+    opts = Options(name="operator", state_dir=state, keystore_dir=state / "keystore",
+                   passphrase_file=None, rpc_url="ws://127.0.0.1:9944", faucet_url="",
+                   attestation_url="", gateway_url="",
+                   worker_executable=Path("/opt/net/venv/bin/net-worker"))
+    path = out / f"{opts.program}.service"
+    path.write_text(operator_units.systemd_unit(opts))
+    return path
+
+
 @pytest.fixture(scope="module")
 def units(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     out = tmp_path_factory.mktemp("units")
     _render(out, tls=False, cert=out / "none.pem", key=out / "none.key")
     return [out / "net-node.service", _reset_unit(out),
-            *(_service_unit(out, name) for name in SERVICES)]
+            *(_service_unit(out, name) for name in SERVICES), _operator_worker_unit(out)]
 
 
 def test_every_unit_is_ok_or_better(units: list[Path], testhosts) -> None:
