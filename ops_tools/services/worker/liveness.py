@@ -45,6 +45,7 @@ class Liveness:
         self.state = LivenessState()
         self.http = httpx.Client(timeout=10.0)
         self._reader: SubstrateInterface | None = None
+        self._writer_conn: SubstrateInterface | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -55,14 +56,23 @@ class Liveness:
         return self._reader
 
     def _writer(self) -> SubstrateInterface:
-        return SubstrateInterface(url=self.settings.rpc_url, ss58_format=42)
+        # One WebSocket for every extrinsic, kept between ticks: a new connection fetches and
+        # decodes the runtime's metadata again, most of an idle worker's CPU.
+        if self._writer_conn is None:
+            self._writer_conn = SubstrateInterface(url=self.settings.rpc_url, ss58_format=42)
+        return self._writer_conn
+
+    def _drop_writer(self) -> None:
+        if self._writer_conn is not None:
+            self._writer_conn.close()
+            self._writer_conn = None
 
     def _submit(self, action: str, call: Any) -> None:
-        substrate = self._writer()
         try:
-            sub = call(substrate)
-        finally:
-            substrate.close()
+            sub = call(self._writer())
+        except Exception:
+            self._drop_writer()  # a fresh connection on the next try
+            raise
         if not sub.success:
             raise RuntimeError(f"{action} failed: {sub.error_pallet}.{sub.error_name}")
         log.info("%s in block %s (%s)", action, sub.block_number, sub.extrinsic_hash)
@@ -85,6 +95,7 @@ class Liveness:
                 f" configured for {s.genesis_hash}; redeploy it on the new network")
         if genesis != st.genesis_hash:  # a new network (or first tick): everything again
             self.state = st = LivenessState(genesis_hash=genesis)
+            self._drop_writer()
         st.epoch = epoch
         if not record and s.register_stake is not None:
             self._submit("OperatorStake.register", lambda sub: operator.register(
@@ -125,8 +136,9 @@ class Liveness:
                 if last and not receipt.is_success:
                     raise RuntimeError(f"OperatorStake.heartbeat({target}) failed:"
                                        f" {receipt.error_message}")
-        finally:
-            substrate.close()
+        except Exception:
+            self._drop_writer()
+            raise
         log.info("on-chain heartbeat for epoch %s", epochs[-1])
 
     def _announce(self, genesis: str) -> None:
@@ -151,6 +163,7 @@ class Liveness:
         if self._thread is not None:
             self._thread.join(timeout=30)
         self.http.close()
+        self._drop_writer()
 
     def _run(self) -> None:
         while not self._stop.is_set():
