@@ -3,7 +3,9 @@ the inventories (the local network's documented ports, the testnet's hosts)."""
 
 from __future__ import annotations
 
+import functools
 import json
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
@@ -38,6 +40,7 @@ def test_syntax_check(playbook: str, inventory: str) -> None:
     assert proc.returncode == 0, tail(proc)
 
 
+@functools.cache
 def _inventory(name: str) -> dict:
     proc = run([str(VENV_BIN / "ansible-inventory"), "-i", f"inventories/{name}", "--list"])
     assert proc.returncode == 0, tail(proc)
@@ -119,11 +122,28 @@ def test_every_service_reaches_a_node_on_its_own_machine(inventory: str) -> None
     assert not any(hostvars[n].get("rpc_external") for n in nodes)
 
 
+def _shadowed_vars_files(group_vars: Path) -> set[str]:
+    """Groups with both group_vars/<group>/ and group_vars/<group>.yml: Ansible reads the
+    directory and ignores the file (a vault file put in the directory would silently drop every
+    variable of the file)."""
+    dirs = {p.name for p in group_vars.iterdir() if p.is_dir()}
+    return dirs & {p.stem for p in group_vars.glob("*.yml")}
+
+
 @pytest.mark.parametrize("inventory", sorted(p.name for p in (ROOT / "inventories").iterdir()))
 def test_no_group_has_both_a_vars_file_and_a_vars_directory(inventory: str) -> None:
-    """Ansible reads group_vars/<group>/ and then ignores group_vars/<group>.yml: a vault file
-    put in the directory would silently drop every variable of the file."""
     group_vars = ROOT / "inventories" / inventory / "group_vars"
-    dirs = {p.name for p in group_vars.iterdir() if p.is_dir()}
-    files = {p.stem for p in group_vars.glob("*.yml")}
-    assert not dirs & files, f"{group_vars}: both <group>.yml and <group>/ for {dirs & files}"
+    shadowed = _shadowed_vars_files(group_vars)
+    assert not shadowed, f"{group_vars}: both <group>.yml and <group>/ for {shadowed}"
+
+
+def test_a_vars_file_beside_a_vars_directory_is_found_and_ansible_ignores_it(tmp_path) -> None:
+    """What the check above guards against, shown with Ansible itself."""
+    (tmp_path / "group_vars" / "g").mkdir(parents=True)
+    (tmp_path / "hosts.yml").write_text("all:\n  children:\n    g:\n      hosts:\n        h1: {}\n")
+    (tmp_path / "group_vars" / "g.yml").write_text("from_file: 1\n")
+    (tmp_path / "group_vars" / "g" / "vault.yml").write_text("from_dir: 2\n")
+    assert _shadowed_vars_files(tmp_path / "group_vars") == {"g"}
+    proc = run([str(VENV_BIN / "ansible-inventory"), "-i", str(tmp_path), "--host", "h1"])
+    assert proc.returncode == 0, tail(proc)
+    assert json.loads(proc.stdout) == {"from_dir": 2}

@@ -390,11 +390,12 @@ def edge(world: dict[str, Any], site: str, path: str = "/", body: Any = None, *,
                              world["ca"], path, body, timeout)
 
 
-def public_rpc(world: dict[str, Any], method: str, params: list[Any] | None = None,
-               ) -> tuple[int, Any]:
-    """A JSON-RPC call to the public endpoint (the edge on rpc-0): its status and answer."""
+def public_rpc(world: dict[str, Any], method: str, params: list[Any] | None = None, *,
+               name: int = 0) -> tuple[int, Any]:
+    """A JSON-RPC call to the public endpoint (the edge on rpc-0) under its public name, or
+    its alias with ``name=1``: its status and answer."""
     return edge(world, "rpc", "/", {"jsonrpc": "2.0", "id": 1, "method": method,
-                                    "params": params or []})
+                                    "params": params or []}, name=name)
 
 
 def public_genesis(world: dict[str, Any]) -> str:
@@ -472,12 +473,9 @@ def test_the_edge_serves_every_site_over_tls(world):
     started = time.monotonic()
     genesis = public_genesis(world)
     for name in range(2):  # the public name and its alias
-        status, answer = edge(world, "rpc", "/", {"jsonrpc": "2.0", "id": 1,
-                                                 "method": "chain_getBlockHash", "params": [0]},
-                              name=name)
+        status, answer = public_rpc(world, "chain_getBlockHash", [0], name=name)
         assert (status, answer.get("result")) == (200, genesis), answer
-    refused = edge_client.rpc(world["sites"]["rpc"][0], world["fleet"].by_name("rpc-0").address,
-                              world["ca"], "author_rotateKeys")
+    _, refused = public_rpc(world, "author_rotateKeys")
     assert "error" in refused and "result" not in refused, refused
     wss = edge_client.wss_check(world["sites"]["rpc"][1], world["fleet"].by_name("rpc-0").address,
                                 world["ca"])
