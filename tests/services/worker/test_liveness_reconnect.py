@@ -4,6 +4,8 @@ goes through on a fresh connection. Against a real development node, restarted b
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from substrateinterface import Keypair, SubstrateInterface
 
@@ -14,8 +16,16 @@ from ops_tools.services.worker.settings import WorkerSettings
 from ops_tools.wallet import operator
 
 
-def test_a_lost_connection_is_replaced_on_the_next_submission(tmp_path):
-    node = DevNode(tmp_path / "node", "dev").start()
+@pytest.fixture
+def node(tmp_path) -> Iterator[DevNode]:
+    dev = DevNode(tmp_path / "node", "dev")
+    try:
+        yield dev.start()
+    finally:
+        dev.stop()
+
+
+def test_a_lost_connection_is_replaced_on_the_next_submission(node, tmp_path):
     bob = Keypair.create_from_uri("//Bob")
     secret = tmp_path / "gateway-secret"
     secret.write_text("s" * 32)
@@ -41,4 +51,3 @@ def test_a_lost_connection_is_replaced_on_the_next_submission(tmp_path):
         assert record is not None and int(record["last_heartbeat_epoch"]) == epoch
     finally:
         liveness.stop()
-        node.stop()
