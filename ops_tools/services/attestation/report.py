@@ -16,10 +16,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
 from ops_tools.services.attestation import binding, gpu, tdx
-from ops_tools.services.attestation.canonical import report_hash
+from ops_tools.services.attestation.canonical import report_hash, signed_message
 from ops_tools.services.attestation.pki import MockPki, raw_public_key
 
-REPORT_VERSION = 1
+REPORT_VERSION = 2
 # The measurements of the mock TD: fixed, documented values (no real TD was measured).
 MOCK_TD_IMAGE = "NET-mock-td-image-v1"
 QE_AUTH_DATA = bytes(range(32))
@@ -154,7 +154,9 @@ class IssueRequest:
 
 
 def issue(pki: MockPki, req: IssueRequest) -> dict[str, Any]:
-    """A complete report, ``hash`` included."""
+    """A complete report, ``hash`` and ``signature`` included: the attestation key (certified
+    by the quote's QE report, whose PCK chain ends at the mock root) signs the hash, which covers
+    every other member, so no field can be edited without the key."""
     data = binding.report_data(req.operator_id, req.account, req.nonce)
     quote = build_quote(pki, data)
     evidence = []
@@ -181,4 +183,6 @@ def issue(pki: MockPki, req: IssueRequest) -> dict[str, Any]:
         "gpu_evidence": evidence,
     }
     report["hash"] = report_hash(report)
+    report["signature"] = "0x" + sign_p256(pki.attestation_key,
+                                           signed_message(report["hash"])).hex()
     return report

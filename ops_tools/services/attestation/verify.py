@@ -2,8 +2,11 @@
 
 Nothing is taken from the report's decoded view: the quote and each GPU's evidence are parsed
 again, every signature and certificate link is checked, the binding is recomputed, and only
-then is the decoded view compared with what the bytes say. A report is valid when every check
-holds. A chain that ends at a mock root holds only when the verifier accepts mock roots
+then is the decoded view compared with what the bytes say. The report's hash covers every other
+member and the attestation key signs it, so an edited field fails ``signature`` even when the
+forger recomputed the (public) hash. A report is valid when every check holds, and never for a
+network the verifier could not see: without the chain's genesis, ``network`` fails as unchecked.
+A chain that ends at a mock root holds only when the verifier accepts mock roots
 (``Trust.accept_mock``), as mock-attestation tooling does elsewhere.
 """
 
@@ -22,7 +25,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 
 from ops_tools.services.attestation import binding, gpu, tdx
-from ops_tools.services.attestation.canonical import report_hash
+from ops_tools.services.attestation.canonical import report_hash, signed_message
 from ops_tools.services.attestation.pki import fingerprint, pem_chain, public_key_from_raw
 from ops_tools.services.attestation.report import (
     REPORT_VERSION,
@@ -35,6 +38,7 @@ from ops_tools.services.attestation.report import (
 
 CLOCK_SKEW = dt.timedelta(seconds=60)
 _HEX32 = re.compile(r"^0x[0-9a-f]{64}$")
+_SIG = re.compile(r"^0x[0-9a-f]{128}$")
 
 
 @dataclass(frozen=True)
@@ -86,13 +90,28 @@ class Verdict:
 _FIELDS: dict[str, type | tuple[type, ...]] = {
     "version": int, "operator_id": str, "account": (str, type(None)), "nonce": str,
     "issued_at": str, "expires_at": str, "mock": bool, "genesis_hash": str, "binding": str,
-    "measurements": dict, "quote": str, "gpu_evidence": list, "hash": str,
+    "measurements": dict, "quote": str, "gpu_evidence": list, "hash": str, "signature": str,
 }
+UNSIGNED_VERSION = 1
 
 
 def _shape(report: Any) -> str | None:
+    problem = _members(report)
+    if problem is None:
+        try:
+            report_hash(report)
+        except ValueError as exc:  # floats, integers beyond 2^53, lone surrogates
+            return f"the report has no canonical form: {exc}"
+    return problem
+
+
+def _members(report: Any) -> str | None:
     if not isinstance(report, dict):
         return "the report is not a JSON object"
+    if report.get("version") == UNSIGNED_VERSION:
+        return (f"version {UNSIGNED_VERSION} is an unsigned report from before reports were"
+                " signed: its fields could have been edited, so it proves nothing; request a"
+                " new report (wallet-cli attest)")
     for name, kind in _FIELDS.items():
         if name not in report:
             return f"field {name!r} is missing"
@@ -103,6 +122,8 @@ def _shape(report: Any) -> str | None:
     for name in ("nonce", "hash", "genesis_hash"):
         if not _HEX32.fullmatch(report[name]):
             return f"field {name!r} is not 0x and 64 lower-case hex digits"
+    if not _SIG.fullmatch(report["signature"]):
+        return "field 'signature' is not 0x and 128 lower-case hex digits (r || s)"
     try:
         parse_iso(report["issued_at"])
         parse_iso(report["expires_at"])
@@ -208,9 +229,11 @@ def verify_report(
     trust: Trust,
     *,
     now: dt.datetime,
-    genesis_hash: str | None = None,
+    genesis_hash: str | None,
     expected: Expected | None = None,
 ) -> Verdict:
+    """``genesis_hash`` is the network's current genesis, or None when the chain did not answer:
+    then the ``network`` check fails as not checked."""
     verdict = Verdict()
     problem = _shape(report)
     if not verdict.add("format", problem is None, problem or "all fields present, typed"):
@@ -220,7 +243,11 @@ def verify_report(
                 f"canonical hash {computed}" + ("" if computed == report["hash"]
                                                  else f" differs from {report['hash']}"))
     _check_time(verdict, report, now)
-    if genesis_hash is not None:
+    if genesis_hash is None:
+        verdict.add("network", False,
+                    f"not checked: the chain did not answer, so genesis {report['genesis_hash']}"
+                    " could not be compared with the network's; retry when it answers")
+    else:
         same = report["genesis_hash"] == genesis_hash
         verdict.add("network", same,
                     f"issued on genesis {report['genesis_hash']}" + (
@@ -272,6 +299,8 @@ def _check_quote(verdict: Verdict, report: dict[str, Any], trust: Trust, now: dt
         quote = tdx.parse_quote(raw)
     except (ValueError, tdx.QuoteFormatError) as exc:
         verdict.add("tdx.structure", False, f"not a TDX v4 quote: {exc}")
+        verdict.add("signature", False, "no attestation key to check the report's signature"
+                    " with: the quote does not parse")
         return
     verdict.add("tdx.structure", True, f"TDX quote v4, {len(raw)} bytes, TEE type 0x81")
     sig = quote.signature_data
@@ -299,6 +328,15 @@ def _check_quote(verdict: Verdict, report: dict[str, Any], trust: Trust, now: dt
     verdict.add("tdx.quote_signature", quote_ok,
                 "header and TD report body signed by the attestation key" if quote_ok else
                 "the quote signature does not verify with the attestation key")
+    # Over the hash the report states: ``hash`` already says whether the members match it, so
+    # an edit without a new hash fails ``hash`` alone, and one with a new hash fails here.
+    signed_ok = ak is not None and _verify_sig(ak, bytes.fromhex(report["signature"][2:]),
+                                               signed_message(report["hash"]), hashes.SHA256())
+    verdict.add("signature", signed_ok,
+                "the report's hash (covering every member) is signed by the quote's attestation"
+                " key" if signed_ok else "the report's hash is not signed by the quote's"
+                " attestation key: a member was edited and the hash recomputed, or the"
+                " signature is not this service's")
     debug = quote.body.values["td_attributes"][0] & 1
     verdict.add("tdx.td_attributes", not debug,
                 "TD is not debuggable" if not debug else "td_attributes has DEBUG set")

@@ -24,7 +24,8 @@ def report():
 
 
 def failed(report, **kw) -> list[str]:
-    verdict = verify_report(report, kw.pop("trust", trust()), now=kw.pop("now", LATER), **kw)
+    verdict = verify_report(report, kw.pop("trust", trust()), now=kw.pop("now", LATER),
+                            genesis_hash=kw.pop("genesis_hash", GENESIS), **kw)
     return verdict.failed()
 
 
@@ -59,7 +60,8 @@ def test_a_flipped_byte_anywhere_in_the_quote_is_caught_even_after_rehashing(rep
         forged = copy.deepcopy(report)
         forged["quote"] = _flip(report["quote"], offset)
         bad = failed(rehash(forged))
-        assert bad and all(name.startswith(("tdx.", "binding.")) for name in bad), (offset, bad)
+        assert "signature" in bad, (offset, bad)
+        assert all(name.startswith(("tdx.", "binding.", "signature")) for name in bad), bad
 
 
 def test_a_flipped_byte_anywhere_in_gpu_evidence_is_caught(report):
@@ -69,7 +71,8 @@ def test_a_flipped_byte_anywhere_in_gpu_evidence_is_caught(report):
             forged = copy.deepcopy(report)
             forged["gpu_evidence"][1][key] = _flip(report["gpu_evidence"][1][key], offset)
             bad = failed(rehash(forged))
-            assert bad and all(name.startswith("gpu[1].") for name in bad), (key, offset, bad)
+            assert "signature" in bad, (key, offset, bad)
+            assert all(name.startswith(("gpu[1].", "signature")) for name in bad), bad
 
 
 def test_an_edited_field_without_rehash_fails_the_hash(report):
@@ -81,7 +84,57 @@ def test_an_edited_field_without_rehash_fails_the_hash(report):
     assert set(failed(forged)) == {"hash", "tdx.measurements"}
     forged = copy.deepcopy(report)
     forged["measurements"]["gpus"][0]["claims"]["dbgstat"] = "enabled"
-    assert set(failed(rehash(forged))) == {"gpu[0].claims"}
+    assert set(failed(rehash(forged))) == {"gpu[0].claims", "signature"}
+
+
+OTHER = make_report(operator_id="mallory-op", account=BOB)
+
+
+@pytest.mark.parametrize("field, value", [
+    ("account", BOB),
+    ("account", None),
+    ("operator_id", "victim-op"),
+    ("genesis_hash", "0x" + "77" * 32),
+    ("issued_at", "2026-11-23T04:03:00Z"),
+    ("expires_at", "2099-01-01T00:00:00Z"),
+    ("nonce", OTHER["nonce"]),
+    ("quote", OTHER["quote"]),
+    ("mock", False),
+    ("gpu_evidence", OTHER["gpu_evidence"]),
+])
+def test_any_edited_member_fails_the_signature_even_after_rehashing(report, field, value):
+    """The attack of issue 29: edit one member, recompute the public hash, present it (here
+    with the verifier told to expect the edited value, as the forger would)."""
+    forged = rehash({**copy.deepcopy(report), field: value})
+    expected = Expected(**{field: value}) if field in ("operator_id", "account") else None
+    genesis = value if field == "genesis_hash" else GENESIS
+    verdict = verify_report(forged, trust(), now=LATER, genesis_hash=genesis, expected=expected)
+    assert not verdict.valid
+    assert "signature" in verdict.failed()
+    assert "the report's hash is not signed" in next(
+        c.detail for c in verdict.checks if c.name == "signature")
+
+
+def test_a_signature_taken_from_another_report_does_not_fit(report):
+    forged = copy.deepcopy(report)
+    forged["signature"] = OTHER["signature"]
+    assert failed(forged) == ["signature"]
+
+
+def test_without_an_answering_chain_the_genesis_is_unchecked_and_the_report_not_valid(report):
+    verdict = verify_report(report, trust(), now=LATER, genesis_hash=None)
+    assert verdict.failed() == ["network"]
+    assert "not checked" in verdict.checks[[c.name for c in verdict.checks].index("network")].detail
+    assert not verdict.valid
+
+
+def test_an_unsigned_version_1_report_is_invalid_with_the_reason(report):
+    old = {k: v for k, v in report.items() if k != "signature"}
+    old["version"] = 1
+    verdict = verify_report(old, trust(), now=LATER, genesis_hash=GENESIS)
+    assert verdict.failed() == ["format"]
+    assert "unsigned report" in verdict.checks[0].detail and "wallet-cli attest" in \
+        verdict.checks[0].detail
 
 
 def test_wrong_nonce(report):
@@ -89,13 +142,13 @@ def test_wrong_nonce(report):
     forged = copy.deepcopy(report)
     forged["nonce"] = "0x" + "ab" * 32
     bad = failed(rehash(forged))
-    assert "binding.report_data" in bad and "gpu[0].nonce" in bad and "gpu[1].nonce" in bad
+    assert {"binding.report_data", "gpu[0].nonce", "gpu[1].nonce", "signature"} <= set(bad)
 
 
 def test_replayed_for_another_account(report):
     forged = copy.deepcopy(report)
     forged["account"] = BOB
-    assert failed(rehash(forged)) == ["binding.report_data"]
+    assert failed(rehash(forged)) == ["signature", "binding.report_data"]
     assert failed(report, expected=Expected(account=BOB)) == ["expected.account"]
 
 
@@ -129,7 +182,10 @@ def test_a_report_signed_by_another_deployment_does_not_pass_here():
 
 @pytest.mark.parametrize("mutate, field", [
     (lambda r: r.pop("quote"), "quote"),
-    (lambda r: r.update(version=2), "version"),
+    (lambda r: r.update(version=3), "version"),
+    (lambda r: r.update(signature="0x12"), "signature"),
+    (lambda r: r.update(operator_id="\ud800"), "surrogate"),
+    (lambda r: r.update(measurements={"n": 2**64}), "integer"),
     (lambda r: r.update(nonce="0x12"), "nonce"),
     (lambda r: r.update(issued_at="yesterday"), "issued_at"),
     (lambda r: r.update(gpu_evidence=[{"index": 0}]), "gpu_evidence"),
@@ -137,7 +193,7 @@ def test_a_report_signed_by_another_deployment_does_not_pass_here():
 def test_malformed_reports_fail_the_format_check(report, mutate, field):
     forged = copy.deepcopy(report)
     mutate(forged)
-    verdict = verify_report(forged, trust(), now=LATER)
+    verdict = verify_report(forged, trust(), now=LATER, genesis_hash=GENESIS)
     assert [c.name for c in verdict.checks] == ["format"]
     assert field in verdict.checks[0].detail and not verdict.valid
 
