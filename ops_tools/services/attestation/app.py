@@ -1,6 +1,7 @@
 """``net-attestation``: issues mock attestation reports, keeps them, lists and re-verifies them.
 
-    POST /v1/attest             {"operator_id", "account"?, "nonce"?} -> 201, the report
+    POST /v1/attest             {"operator_id", "account"?, "nonce"?, "signed_at"?, "signature"?}
+                                -> 201, the report
     GET  /v1/reports/{hash}     -> {"report", "network": {"genesis_hash", "earlier"}}
     GET  /v1/reports            ?operator_id=&account=&limit=&cursor= -> newest first
     POST /v1/verify             a report, or {"report", "expected"?} -> {"valid", "checks"}
@@ -21,7 +22,7 @@ from sqlalchemy.exc import IntegrityError
 
 from ops_tools.chain.rpc import RpcError
 from ops_tools.errors import InputError
-from ops_tools.services.attestation import inputs, storage
+from ops_tools.services.attestation import inputs, signed_request, storage
 from ops_tools.services.attestation.gpu import GpuProfile
 from ops_tools.services.attestation.pki import MockPki
 from ops_tools.services.attestation.report import IssueRequest, issue
@@ -49,6 +50,9 @@ class AttestRequest(BaseModel):
     operator_id: str
     account: str | None = None
     nonce: str | None = None
+    # Both or neither: a request signed by ``account`` counts against that account's limit.
+    signed_at: int | None = None
+    signature: str | None = None
 
 
 def _field(exc: inputs.FieldError) -> ApiError:
@@ -62,6 +66,15 @@ def load_pki(settings: AttestationSettings) -> MockPki:
         return MockPki(seed.encode("utf-8"))
     except ValueError as exc:
         raise inputs.FieldError("mock_root_seed_file", str(exc)) from None
+
+
+def _rate_limited(exc: LimitExceeded) -> ApiError:
+    return ApiError(
+        429, "rate_limited",
+        f"{exc.rule}: at most {exc.limit} reports per {exc.window_s:g} s;"
+        f" retry in {exc.retry_after} s",
+        retry_after=exc.retry_after, rule=exc.rule,
+    )
 
 
 def build_app(settings: AttestationSettings, *, clock: Any = None) -> FastAPI:
@@ -122,22 +135,11 @@ def build_app(settings: AttestationSettings, *, clock: Any = None) -> FastAPI:
         except inputs.FieldError as exc:
             raise _field(exc) from None
         network = genesis()
+        signer = _signer(body, operator_id, account, nonce, network)
         peer = request.client.host if request.client else "unknown"
         ip = client_ip(peer, request.headers.getlist("x-forwarded-for"),
                        settings.trusted_proxies)
-        rules = [
-            Rule("operator", operator_id, settings.operator_limit, settings.limit_window_s),
-            Rule("ip", ip, settings.ip_limit, settings.limit_window_s),
-        ]
-        try:
-            reservation = limiter.reserve(rules, network)
-        except LimitExceeded as exc:
-            raise ApiError(
-                429, "rate_limited",
-                f"{exc.rule}: at most {exc.limit} reports per {exc.window_s:g} s;"
-                f" retry in {exc.retry_after} s",
-                retry_after=exc.retry_after, rule=exc.rule,
-            ) from None
+        reservations = _reserve(ip, signer, network)
         try:
             report = issue(pki, IssueRequest(
                 operator_id=operator_id, account=account, nonce=nonce, genesis_hash=network,
@@ -148,15 +150,60 @@ def build_app(settings: AttestationSettings, *, clock: Any = None) -> FastAPI:
         except IntegrityError:
             # The same request within the same second: signing is deterministic, so this is
             # byte for byte the report already stored. Hand it out again; it counts once.
-            limiter.release(reservation)
+            for reservation in reservations:
+                limiter.release(reservation)
             return report
         except BaseException:
-            limiter.release(reservation)
+            for reservation in reservations:
+                limiter.release(reservation)
             raise
-        limiter.commit(reservation)
+        for reservation in reservations:
+            limiter.commit(reservation)
         issued.inc()
         log.info("report issued", extra={"hash": report["hash"], "operator_id": operator_id})
         return report
+
+    def _signer(body: AttestRequest, operator_id: str, account: str | None, nonce: bytes,
+                network: str) -> signed_request.SignedBy | None:
+        if body.signature is None and body.signed_at is None:
+            return None
+        try:
+            return signed_request.check(
+                operator_id=operator_id, account=account,
+                nonce=nonce if body.nonce is not None else None, signed_at=body.signed_at,
+                signature=body.signature, genesis_hash=network, now=now().timestamp())
+        except inputs.FieldError as exc:
+            raise _field(exc) from None
+
+    def _reserve(ip: str, signer: signed_request.SignedBy | None, network: str) -> list[str]:
+        """The limits of the requester, never of a name it chose: an unsigned request counts
+        against its client address; a signed one against its account (only the key's holder
+        can spend that) and a separate per-address budget of signed requests, so nobody's
+        unsigned requests, for whatever operator id, reach it. A signed (account, nonce) is
+        accepted once: a replay is refused before it counts."""
+        window = settings.limit_window_s
+        if signer is None:
+            rules = [Rule("ip", ip, settings.ip_limit, window)]
+            try:
+                return [limiter.reserve(rules, network)]
+            except LimitExceeded as exc:
+                raise _rate_limited(exc) from None
+        once = Rule("signed_request", f"{signer.account}:{signer.nonce.hex()}", 1,
+                    2 * signed_request.MAX_SKEW_S)
+        try:
+            first = limiter.reserve([once], network)
+        except LimitExceeded:
+            raise ApiError(409, "replayed_request",
+                           f"a signed request of {signer.account} with this nonce was already"
+                           " answered; sign a new request with a fresh nonce",
+                           field="nonce") from None
+        rules = [Rule("account", signer.account, settings.account_limit, window),
+                 Rule("signed_ip", ip, settings.signed_ip_limit, window)]
+        try:
+            return [first, limiter.reserve(rules, network)]
+        except LimitExceeded as exc:
+            limiter.release(first)  # refused, not answered: the same request may come back
+            raise _rate_limited(exc) from None
 
     @app.get("/v1/reports/{report_hash}", tags=["attestation"], summary="One report by hash")
     def get_report(report_hash: str) -> dict[str, Any]:

@@ -24,7 +24,10 @@ class AttestationSettings(ServiceSettings):
     gpu_model: str = "GH100 A01 GSP BROM"
     gpu_driver_version: str = "550.90.07"
     gpu_vbios_version: str = "96.00.9F.00.04"
-    # Rate limits: reports per operator id and per client address, per window.
-    operator_limit: int = Field(default=10, ge=0)
+    # Rate limits per window, keyed by the requester, never by the operator id it names:
+    # unsigned requests per client address; signed requests per signing account and, as a
+    # separate budget, per client address.
     ip_limit: int = Field(default=60, ge=0)
+    account_limit: int = Field(default=10, ge=0)
+    signed_ip_limit: int = Field(default=60, ge=0)
     limit_window_s: float = Field(default=3600.0, gt=0)

@@ -33,11 +33,11 @@ def make_client(tmp_path: Path, seed_file: Path, devnode: DevNode
     opened: list[TestClient] = []
 
     def make(database_url: str | None = None, **overrides: Any) -> TestClient:
-        settings = AttestationSettings(
-            listen_port=8002, state_dir=tmp_path / "state", rpc_url=devnode.ws_url,
-            database_url=database_url or f"sqlite:///{tmp_path / 'attest.db'}",
-            mock_root_seed_file=seed_file, **overrides,
-        )
+        settings = AttestationSettings(**{
+            "listen_port": 8002, "state_dir": tmp_path / "state", "rpc_url": devnode.ws_url,
+            "database_url": database_url or f"sqlite:///{tmp_path / 'attest.db'}",
+            "mock_root_seed_file": seed_file, **overrides,
+        })
         client = TestClient(build_app(settings), client=("127.0.0.1", 50000))
         client.__enter__()
         opened.append(client)

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import copy
 import os
+import time
 
 import pytest
+from substrateinterface import Keypair
 
+from ops_tools.services.attestation import signed_request
+from ops_tools.services.attestation.canonical import report_hash
+from tests.conftest import free_port
 from tests.wallet.devnode_fixture import rpc_call
 
 ALICE = "5GrwvaEF5zXb26Fz9rcQpDWS57CtERHpNehXCPcNoHGKutQY"
@@ -118,19 +123,121 @@ def test_verify_names_the_failing_check(make_client):
     assert [c["name"] for c in verdict["checks"] if not c["ok"]] == ["mock_root_accepted"]
 
 
-def test_rate_limits_per_operator_and_per_address(make_client):
-    client = make_client(operator_limit=2, ip_limit=3)
-    assert attest(client, operator_id="busy").status_code == 201
-    assert attest(client, operator_id="busy").status_code == 201
-    refused = attest(client, operator_id="busy")
-    assert refused.status_code == 429 and refused.json()["error"]["rule"] == "operator"
-    assert int(refused.headers["Retry-After"]) >= 1
-    assert attest(client, operator_id="other").status_code == 201
-    refused = attest(client, operator_id="third")
+PROXY = {"trusted_proxies": ["127.0.0.1/32"]}
+
+
+def from_client(address: str) -> dict[str, str]:
+    """Headers of a request relayed by the trusted proxy (the test client's 127.0.0.1)."""
+    return {"X-Forwarded-For": address}
+
+
+def signed_body(keypair: Keypair, genesis: str, operator_id: str, *, nonce: bytes | None = None,
+                signed_at: int | None = None) -> dict:
+    nonce = nonce or os.urandom(32)
+    signed_at = int(time.time()) if signed_at is None else signed_at
+    message = signed_request.message(genesis, keypair.public_key, nonce, signed_at, operator_id)
+    return {"operator_id": operator_id, "account": keypair.ss58_address,
+            "nonce": "0x" + nonce.hex(), "signed_at": signed_at,
+            "signature": "0x" + keypair.sign(message).hex()}
+
+
+def test_verify_without_an_answering_chain_says_the_genesis_was_not_checked(make_client):
+    report = attest(make_client(), operator_id="alice-op", account=ALICE).json()
+    # The same database, restarted against an address where no chain answers.
+    blind = make_client(rpc_url=f"ws://127.0.0.1:{free_port()}")
+    verdict = blind.post("/v1/verify", json=report).json()
+    assert verdict["valid"] is False
+    network = next(c for c in verdict["checks"] if c["name"] == "network")
+    assert network["ok"] is False and "not checked" in network["detail"]
+    assert [c["name"] for c in verdict["checks"] if not c["ok"]] == ["network"]
+
+
+def test_an_edited_and_rehashed_report_fails_the_signature_over_http(make_client):
+    client = make_client()
+    report = attest(client, operator_id="alice-op", account=ALICE).json()
+    forged = copy.deepcopy(report)
+    forged["expires_at"] = "2099-01-01T00:00:00Z"
+    forged["hash"] = report_hash(forged)
+    verdict = client.post("/v1/verify", json=forged).json()
+    assert verdict["valid"] is False
+    assert [c["name"] for c in verdict["checks"] if not c["ok"]] == ["signature"]
+
+
+def test_unsigned_requests_are_limited_per_client_address_whatever_operator_id(make_client):
+    client = make_client(ip_limit=3, **PROXY)
+    for name in ("a", "b", "c"):
+        assert attest(client, operator_id=name).status_code == 201
+    refused = client.post("/v1/attest", json={"operator_id": "d"})
     assert refused.status_code == 429 and refused.json()["error"]["rule"] == "ip"
+    assert int(refused.headers["Retry-After"]) >= 1
+    # A client cannot pick its address: X-Forwarded-For from an untrusted peer is ignored.
+    direct = make_client(ip_limit=3)
+    spoofed = direct.post("/v1/attest", json={"operator_id": "d"},
+                          headers=from_client("198.51.100.1"))
+    assert spoofed.status_code == 429
+    # Through the trusted proxy, another client has its own budget.
+    other = client.post("/v1/attest", json={"operator_id": "a"},
+                        headers=from_client("198.51.100.1"))
+    assert other.status_code == 201
     # Refused requests reserved nothing: the limits survive a restart, and count the same.
-    again = make_client(operator_limit=2, ip_limit=3)
-    assert attest(again, operator_id="fourth").json()["error"]["rule"] == "ip"
+    again = make_client(ip_limit=3, **PROXY)
+    assert attest(again, operator_id="e").json()["error"]["rule"] == "ip"
+
+
+def test_requests_for_a_victims_name_never_block_the_victims_signed_request(make_client):
+    """Issue 29's attack: 12 requests for operator id "victim" from one client, then the
+    victim's own signed request (from that same address, a shared NAT at worst)."""
+    client = make_client(ip_limit=10, account_limit=10, **PROXY)
+    attacker = from_client("203.0.113.7")
+    answers = [client.post("/v1/attest", json={"operator_id": "victim"}, headers=attacker)
+               for _ in range(12)]
+    assert [a.status_code for a in answers] == [201] * 10 + [429] * 2
+    assert {a.json()["error"]["rule"] for a in answers[10:]} == {"ip"}
+    victim = Keypair.create_from_uri("//VictimOperator")
+    genesis = answers[0].json()["genesis_hash"]
+    mine = client.post("/v1/attest", json=signed_body(victim, genesis, "victim"),
+                       headers=attacker)
+    assert mine.status_code == 201, mine.text
+    assert mine.json()["account"] == victim.ss58_address
+    # And from the victim's own address, unsigned, too.
+    assert client.post("/v1/attest", json={"operator_id": "victim"},
+                       headers=from_client("198.51.100.9")).status_code == 201
+
+
+def test_signed_requests_count_per_account_and_refuse_forgery_staleness_and_replay(
+        make_client):
+    client = make_client(account_limit=2, **PROXY)
+    op = Keypair.create_from_uri("//SignedOperator")
+    genesis = attest(client, operator_id="probe").json()["genesis_hash"]
+    first = signed_body(op, genesis, "op-signed")
+    assert client.post("/v1/attest", json=first).status_code == 201
+    replay = client.post("/v1/attest", json=first)
+    assert replay.status_code == 409 and replay.json()["error"]["code"] == "replayed_request"
+    # Signed by someone else for op's account: refused, naming the signature.
+    mallory = Keypair.create_from_uri("//Mallory")
+    forged = {**signed_body(mallory, genesis, "op-signed"), "account": op.ss58_address}
+    refused = client.post("/v1/attest", json=forged)
+    assert refused.status_code == 400 and refused.json()["error"]["field"] == "signature"
+    # The operator id is signed: another name under op's signature does not verify.
+    renamed = {**signed_body(op, genesis, "op-signed"), "operator_id": "someone-else"}
+    assert client.post("/v1/attest", json=renamed).json()["error"]["field"] == "signature"
+    stale = signed_body(op, genesis, "op-signed", signed_at=int(time.time()) - 3600)
+    assert client.post("/v1/attest", json=stale).json()["error"]["field"] == "signed_at"
+    no_nonce = {k: v for k, v in signed_body(op, genesis, "op-signed").items() if k != "nonce"}
+    assert client.post("/v1/attest", json=no_nonce).json()["error"]["field"] == "nonce"
+    other_net = signed_body(op, "0x" + "77" * 32, "op-signed")
+    assert client.post("/v1/attest", json=other_net).json()["error"]["field"] == "signature"
+    assert client.post("/v1/attest", json=signed_body(op, genesis, "op-signed")).status_code \
+        == 201
+    third = signed_body(op, genesis, "op-signed")
+    refused = client.post("/v1/attest", json=third)
+    assert refused.status_code == 429 and refused.json()["error"]["rule"] == "account"
+    other = Keypair.create_from_uri("//OtherOperator")
+    assert client.post("/v1/attest", json=signed_body(other, genesis, "x")).status_code == 201
+    # The refused request reserved nothing, its nonce included: once the limit allows (a
+    # restart with a larger one), the same signed request is answered, not called a replay.
+    roomier = make_client(account_limit=3, **PROXY)
+    assert roomier.post("/v1/attest", json=third).status_code == 201
 
 
 def test_reports_of_an_earlier_network_stay_browsable_and_marked(make_client):
