@@ -1,6 +1,8 @@
-"""The one ASGI middleware every service runs: request id, body limits, content type, access
-log and request metrics. Plain ASGI rather than Starlette's BaseHTTPMiddleware: it adds no task
-per request and leaves streamed responses alone (the gateway's hot path goes through it)."""
+"""The one ASGI middleware every service runs: request id, body limits, content type, strict
+JSON (:mod:`jsonbody`: a hostile body is a 400 naming the problem before any handler reads
+it), access log and request metrics. Plain ASGI rather than Starlette's BaseHTTPMiddleware: it
+adds no task per request and leaves streamed responses alone (the gateway's hot path goes
+through it)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from ops_tools.services.common import logs
+from ops_tools.services.common import jsonbody, logs
 from ops_tools.services.common.metrics import HttpMetrics
 
 Scope = MutableMapping[str, Any]
@@ -27,6 +29,11 @@ BODY_METHODS = {"POST", "PUT", "PATCH"}
 access = logging.getLogger("ops_tools.services.access")
 
 ErrorBody = Callable[[int, str, str], bytes]
+
+
+def _is_json(headers: dict[bytes, bytes]) -> bool:
+    ctype = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
+    return ctype == b"application/json" or ctype.endswith(b"+json")
 
 
 def net_error_body(status: int, code: str, message: str) -> bytes:
@@ -67,8 +74,10 @@ class ServiceMiddleware:
             if refusal is not None:
                 await self._reply(send_wrapped, *refusal)
             else:
-                if scope["method"] in BODY_METHODS and b"content-length" not in headers:
-                    receive = await self._bounded(receive, send_wrapped)
+                json_body = _is_json(headers)
+                if scope["method"] in BODY_METHODS and (
+                        json_body or b"content-length" not in headers):
+                    receive = await self._bounded(receive, send_wrapped, check_json=json_body)
                 if receive is not None:
                     await self.app(scope, receive, send_wrapped)
         finally:
@@ -95,15 +104,17 @@ class ServiceMiddleware:
                         f"the body has {size} bytes; at most {self.max_body} are accepted")
             if size == 0:
                 return None
-        ctype = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
-        if self.json_only and not (ctype == b"application/json" or ctype.endswith(b"+json")):
-            shown = ctype.decode(errors="replace") or "none"
+        if self.json_only and not _is_json(headers):
+            ctype = headers.get(b"content-type", b"")
+            shown = ctype.split(b";")[0].strip().lower().decode(errors="replace") or "none"
             return (415, "unsupported_media_type",
                     f"Content-Type {shown} is not accepted; send application/json")
         return None
 
-    async def _bounded(self, receive: Receive, send: Send) -> Receive | None:
-        """Read a body of unknown length up to the limit, then replay it to the app."""
+    async def _bounded(self, receive: Receive, send: Send, *,
+                       check_json: bool) -> Receive | None:
+        """Read the body up to the limit (and, for JSON, check it strictly), then replay it to
+        the app."""
         chunks: list[bytes] = []
         size = 0
         more = True
@@ -120,6 +131,14 @@ class ServiceMiddleware:
             chunks.append(chunk)
             more = message.get("more_body", False)
         body = b"".join(chunks)
+        if check_json and body:
+            try:
+                jsonbody.loads(body)
+            except jsonbody.JsonBodyError as exc:
+                await self._reply(send, 400, "invalid_json",
+                                  f"the body is not acceptable JSON: {exc.problem} at"
+                                  f" {exc.path}: {exc.message}")
+                return None
         sent = False
 
         async def replay() -> Message:
