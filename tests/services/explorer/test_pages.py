@@ -29,6 +29,8 @@ def test_report_page_decodes_verifies_and_anchors(stack):
     for label in ("tee_type", "qe_vendor_id", "mr_td", "rtmr3", "report_data", "measres",
                   "x-nvidia-gpu-attestation-report-nonce-match", "binding.report_data"):
         assert label in text, label
+    report = httpx.get(f"{stack.attestation.url}/v1/reports/{stack.report_hash}").json()["report"]
+    assert f'id="signature">{report["signature"]}<' in text
     # The anchor: this operator's account with its stake, read from OperatorStake storage.
     anchor = text[text.index('id="anchor"'):]
     assert stack.address in anchor and f"{stack.stake} plancks" in anchor
