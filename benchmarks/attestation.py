@@ -60,7 +60,7 @@ def in_process(count: int) -> tuple[float, float]:
     trust = Trust((pki.root,), accept_mock=True)
 
     def check(i: int) -> None:
-        assert verify_report(made[i], trust, now=now).valid
+        assert verify_report(made[i], trust, now=now, genesis_hash="0x" + "11" * 32).valid
 
     return issued, rate(count, check, 1)
 
@@ -86,8 +86,8 @@ def main() -> int:
             cfg = base / "attestation.yml"
             cfg.write_text(json.dumps({
                 "listen_port": port, "state_dir": str(base / "state"), "rpc_url": node.ws,
-                "mock_root_seed_file": str(seed), "operator_limit": 10**9,
-                "ip_limit": 10**9, "log_level": "warning",
+                "mock_root_seed_file": str(seed), "account_limit": 10**9,
+                "ip_limit": 10**9, "signed_ip_limit": 10**9, "log_level": "warning",
             }))
             env = {k: v for k, v in os.environ.items() if not k.startswith("NET_")}
             log = (base / "attestation.log").open("wb")

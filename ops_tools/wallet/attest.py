@@ -1,7 +1,15 @@
 """Asking the attestation service for a report: ``POST {attestation_url}/v1/attest``.
 
 The wallet sends its own fresh nonce and checks that the report answers that nonce, for this
-operator and this account, before it hands the hash on to ``register-operator``.
+operator and this account, before it hands the hash on to ``register-operator``. Given the
+account's key, it signs the request, so that the service counts it against the account's own
+limit rather than the client address's (docs/attestation.md, "Signed requests")::
+
+    b"NET-attestation-request-v1" || 0x00 || genesis hash (32) || account id (32)
+    || nonce (32) || signed_at (u64 little-endian, unix seconds) || UTF-8(operator_id)
+
+sr25519 over those bytes as they are (``Keypair.sign``); everything before ``operator_id`` has a
+fixed length, so the encoding is unambiguous. The service verifies the same bytes.
 """
 
 from __future__ import annotations
@@ -10,16 +18,44 @@ import json
 import os
 import re
 import secrets
+import struct
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from typing import Any
+
+from substrateinterface import Keypair
 
 from ops_tools.errors import InputError, OpsError
 
 DEFAULT_ATTESTATION_URL = "http://127.0.0.1:8002"
 ENV_ATTESTATION_URL = "NET_ATTESTATION_URL"
 _HASH_RE = re.compile(r"^0x[0-9a-f]{64}$")
+REQUEST_SCHEME = b"NET-attestation-request-v1\x00"
+_U64_MAX = 2**64 - 1
+
+
+def request_message(genesis_hash: str, account_id: bytes, nonce: bytes, signed_at: int,
+                    operator_id: str) -> bytes:
+    """The bytes a signed report request signs (see the module's docstring)."""
+    genesis = bytes.fromhex(genesis_hash.removeprefix("0x"))
+    if len(genesis) != 32 or len(account_id) != 32 or len(nonce) != 32:
+        raise ValueError("genesis hash, account id and nonce are 32 bytes each")
+    if not 0 <= signed_at <= _U64_MAX:
+        raise ValueError("signed_at is a u64")
+    return (REQUEST_SCHEME + genesis + account_id + nonce + struct.pack("<Q", signed_at)
+            + operator_id.encode("utf-8"))
+
+
+def signed_request(keypair: Keypair, genesis_hash: str, operator_id: str, nonce: bytes,
+                   signed_at: int | None = None) -> dict[str, Any]:
+    """The body of ``POST /v1/attest`` for ``keypair``'s account, signed by it."""
+    at = int(time.time()) if signed_at is None else signed_at
+    message = request_message(genesis_hash, keypair.public_key, nonce, at, operator_id)
+    return {"operator_id": operator_id, "account": keypair.ss58_address,
+            "nonce": "0x" + nonce.hex(), "signed_at": at,
+            "signature": "0x" + keypair.sign(message).hex()}
 
 
 def resolve_url(flag: str | None) -> str:
@@ -55,9 +91,19 @@ class Attestation:
         }
 
 
-def request_report(url: str, operator_id: str, account: str, timeout: float) -> Attestation:
-    nonce = "0x" + secrets.token_hex(32)
-    body = json.dumps({"operator_id": operator_id, "account": account, "nonce": nonce}).encode()
+def request_report(url: str, operator_id: str, account: str, timeout: float, *,
+                   signer: Keypair | None = None,
+                   genesis_hash: str | None = None) -> Attestation:
+    """With ``signer`` (``account``'s key) and the network's ``genesis_hash``, a signed request."""
+    raw_nonce = secrets.token_bytes(32)
+    nonce = "0x" + raw_nonce.hex()
+    if signer is not None and genesis_hash is not None:
+        if signer.ss58_address != account:
+            raise InputError(f"the signing key is {signer.ss58_address}, not {account}")
+        doc = signed_request(signer, genesis_hash, operator_id, raw_nonce)
+    else:
+        doc = {"operator_id": operator_id, "account": account, "nonce": nonce}
+    body = json.dumps(doc).encode()
     req = urllib.request.Request(  # noqa: S310 - http(s) only, checked by resolve_url
         f"{url}/v1/attest", data=body, method="POST",
         headers={"Content-Type": "application/json", "Accept": "application/json"},

@@ -1,7 +1,9 @@
 """Step 4: an attestation report for the account, verified here before it is bound on chain.
 
-The report comes from ``POST /v1/attest`` with a nonce of ours (``wallet.attest`` checks the
-nonce, operator id and account it answers); the verification is the attestation service's own
+The report comes from ``POST /v1/attest`` with a nonce of ours, signed by the account's key, so
+that the service counts it against this account's own limit (nobody else's requests for our
+name or from our address can exhaust it; ``wallet.attest`` checks the nonce, operator id and
+account it answers); the verification is the attestation service's own
 verifier (``/v1/verify``'s checks) run locally against the roots of ``GET /v1/roots`` and this
 network's genesis. On the test network the roots are MOCK roots: accepted, and named as such.
 """
@@ -41,9 +43,10 @@ def fetch_roots(url: str, timeout: float) -> tuple[Trust, list[dict[str, Any]]]:
 def run(ctx: Context) -> Outcome:
     opts, address = ctx.options, ctx.facts["account"]
     url = attest.resolve_url(opts.attestation_url)
-    report = attest.request_report(url, opts.name, address, opts.rpc_timeout_s).report
-    trust, roots = fetch_roots(url, opts.rpc_timeout_s)
     genesis = operator.genesis_hash(ctx.substrate())
+    report = attest.request_report(url, opts.name, address, opts.rpc_timeout_s,
+                                   signer=ctx.keypair(), genesis_hash=genesis).report
+    trust, roots = fetch_roots(url, opts.rpc_timeout_s)
     verdict = verify_report(report, trust, now=dt.datetime.now(dt.UTC), genesis_hash=genesis,
                             expected=Expected(opts.name, address, report["nonce"]))
     if not verdict.valid:

@@ -1,12 +1,8 @@
 """A report request signed by the account it names: what lets the service count it against that
 account's own limit instead of the client address's.
 
-Signed message (sr25519, substrate's signing context, as ``Keypair.sign`` produces)::
-
-    b"NET-attestation-request-v1" || 0x00 || genesis hash (32) || account id (32)
-    || nonce (32) || signed_at (u64 little-endian, unix seconds) || UTF-8(operator_id)
-
-Everything before ``operator_id`` has a fixed length, so the encoding is unambiguous. The genesis
+The signed message is the wallet's (``ops_tools.wallet.attest.request_message``, sr25519 as
+``Keypair.sign`` produces), as the gateway verifies the wallet's heartbeat payload. The genesis
 binds the signature to one network, ``signed_at`` to a window of ``MAX_SKEW_S`` either side of
 the service's clock, and the nonce to one report: the service refuses a second request with the
 same account and nonce inside that window (a replay), so an observed request cannot be used to
@@ -18,15 +14,14 @@ Pure: the caller passes the clock and the genesis.
 from __future__ import annotations
 
 import re
-import struct
 from dataclasses import dataclass
 
 import sr25519
 from scalecodec.utils.ss58 import ss58_decode
 
 from ops_tools.services.attestation.inputs import SS58_PREFIX, FieldError
+from ops_tools.wallet.attest import request_message
 
-SCHEME = b"NET-attestation-request-v1\x00"
 MAX_SKEW_S = 300
 _U64_MAX = 2**64 - 1
 _SIG_RE = re.compile(r"^0x[0-9a-fA-F]{128}$")
@@ -38,17 +33,6 @@ class SignedBy:
 
     account: str
     nonce: bytes
-
-
-def message(genesis_hash: str, account_id: bytes, nonce: bytes, signed_at: int,
-            operator_id: str) -> bytes:
-    genesis = bytes.fromhex(genesis_hash.removeprefix("0x"))
-    if len(genesis) != 32 or len(account_id) != 32 or len(nonce) != 32:
-        raise ValueError("genesis hash, account id and nonce are 32 bytes each")
-    if not 0 <= signed_at <= _U64_MAX:
-        raise ValueError("signed_at is a u64")
-    return (SCHEME + genesis + account_id + nonce + struct.pack("<Q", signed_at)
-            + operator_id.encode("utf-8"))
 
 
 def check(*, operator_id: str, account: str | None, nonce: bytes | None, signed_at: object,
@@ -72,7 +56,7 @@ def check(*, operator_id: str, account: str | None, nonce: bytes | None, signed_
     if not isinstance(signature, str) or not _SIG_RE.fullmatch(signature):
         raise FieldError("signature", "is not 0x and 128 hex digits (an sr25519 signature)")
     account_id = bytes.fromhex(ss58_decode(account, valid_ss58_format=SS58_PREFIX))
-    signed = message(genesis_hash, account_id, nonce, signed_at, operator_id)
+    signed = request_message(genesis_hash, account_id, nonce, signed_at, operator_id)
     try:
         ok = bool(sr25519.verify(bytes.fromhex(signature[2:]), signed, account_id))
     except Exception:  # a public key that is no ristretto point, a malformed signature

@@ -9,8 +9,8 @@ import time
 import pytest
 from substrateinterface import Keypair
 
-from ops_tools.services.attestation import signed_request
 from ops_tools.services.attestation.canonical import report_hash
+from ops_tools.wallet.attest import signed_request
 from tests.conftest import free_port
 from tests.wallet.devnode_fixture import rpc_call
 
@@ -131,14 +131,9 @@ def from_client(address: str) -> dict[str, str]:
     return {"X-Forwarded-For": address}
 
 
-def signed_body(keypair: Keypair, genesis: str, operator_id: str, *, nonce: bytes | None = None,
+def signed_body(keypair: Keypair, genesis: str, operator_id: str, *,
                 signed_at: int | None = None) -> dict:
-    nonce = nonce or os.urandom(32)
-    signed_at = int(time.time()) if signed_at is None else signed_at
-    message = signed_request.message(genesis, keypair.public_key, nonce, signed_at, operator_id)
-    return {"operator_id": operator_id, "account": keypair.ss58_address,
-            "nonce": "0x" + nonce.hex(), "signed_at": signed_at,
-            "signature": "0x" + keypair.sign(message).hex()}
+    return signed_request(keypair, genesis, operator_id, os.urandom(32), signed_at)
 
 
 def test_verify_without_an_answering_chain_says_the_genesis_was_not_checked(make_client):

@@ -1,12 +1,18 @@
-"""``wallet-cli attest`` refusals: one clear line, non-zero exit, nothing sent to a wrong place.
-(The working path, attest then register-operator, runs in tests/services/explorer.)"""
+"""``wallet-cli attest`` refusals: one clear line, non-zero exit, nothing sent to a wrong place;
+and the wallet's signed request against ``net-attestation`` as a process. (The working path,
+attest then register-operator, runs in tests/services/explorer.)"""
 
 from __future__ import annotations
 
 import pytest
+from substrateinterface import Keypair
 
+from ops_tools.errors import OpsError
+from ops_tools.wallet.attest import request_report
 from tests.conftest import free_port
+from tests.services.explorer.processes import run_service
 from tests.wallet.conftest import Wallet
+from tests.wallet.devnode_fixture import rpc_call
 
 
 @pytest.fixture(scope="module")
@@ -35,3 +41,23 @@ def test_unreachable_service_is_one_line(wallet):
 def test_unknown_account(wallet):
     res = wallet.run("attest", "nobody", "--attestation-url", "http://127.0.0.1:9")
     assert res.returncode != 0 and "nobody" in res.stderr
+
+
+def test_the_wallets_signed_request_counts_against_its_account_not_its_address(
+        tmp_path, devnode, seed_file):
+    """No unsigned request from this address is allowed at all (ip_limit 0); the operator's
+    signed one still gets its report, once (account_limit 1)."""
+    config = {"rpc_url": devnode.ws_url, "mock_root_seed_file": str(seed_file), "ip_limit": 0,
+              "account_limit": 1, "log_level": "warning"}
+    operator = Keypair.create_from_uri("//WalletSignedOperator")
+    genesis = rpc_call(devnode.http_url, "chain_getBlockHash", [0])
+    with run_service("attestation", tmp_path / "svc", config) as svc:
+        with pytest.raises(OpsError, match=r"HTTP 429: ip: at most 0"):
+            request_report(svc.url, "wallet-op", operator.ss58_address, 10)
+        result = request_report(svc.url, "wallet-op", operator.ss58_address, 10,
+                                signer=operator, genesis_hash=genesis)
+        assert result.report["account"] == operator.ss58_address
+        assert result.report["genesis_hash"] == genesis
+        with pytest.raises(OpsError, match=r"HTTP 429: account: at most 1"):
+            request_report(svc.url, "wallet-op", operator.ss58_address, 10,
+                           signer=operator, genesis_hash=genesis)
