@@ -147,6 +147,21 @@ def test_verify_without_an_answering_chain_says_the_genesis_was_not_checked(make
     assert [c["name"] for c in verdict["checks"] if not c["ok"]] == ["network"]
 
 
+def test_a_stored_unsigned_version_1_report_stays_browsable_and_verifies_invalid(make_client):
+    """A report issued before reports were signed, as the database of an upgraded service
+    holds it: served as it is, and invalid with the reason and what to do."""
+    client = make_client()
+    old = attest(client, operator_id="old-op", account=ALICE).json()
+    del old["signature"]
+    old["version"] = 1
+    old["hash"] = "0x" + "0e" * 32
+    client.app.state.store.add(old)
+    assert client.get(f"/v1/reports/{old['hash']}").json()["report"] == old
+    verdict = client.post("/v1/verify", json=old).json()
+    assert verdict["valid"] is False and [c["name"] for c in verdict["checks"]] == ["format"]
+    assert "unsigned report" in verdict["checks"][0]["detail"]
+
+
 def test_an_edited_and_rehashed_report_fails_the_signature_over_http(make_client):
     client = make_client()
     report = attest(client, operator_id="alice-op", account=ALICE).json()

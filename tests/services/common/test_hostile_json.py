@@ -142,6 +142,24 @@ def test_hostile_json_is_a_400_naming_the_problem(apps, service, path, case):
         assert error["type"] == "invalid_request_error"
 
 
+@pytest.mark.parametrize("service", list(SERVICES))
+def test_a_chunked_hostile_body_is_refused_the_same(apps, service):
+    """No Content-Length: the middleware reads the chunks up to the limit, then checks."""
+    async def chunks():
+        yield b'{"a": "\\ud800'
+        yield b'"}'
+
+    async def go() -> httpx.Response:
+        transport = httpx.ASGITransport(app=apps[service], client=("127.0.0.1", 40000))
+        async with httpx.AsyncClient(transport=transport, base_url="http://svc") as client:
+            return await client.post(SERVICES[service].paths[0], content=chunks(),
+                                     headers={"Content-Type": "application/json"})
+
+    response = asyncio.run(go())
+    assert response.status_code == 400, response.text
+    assert "lone_surrogate" in response.json()["error"]["message"]
+
+
 @pytest.mark.parametrize("service, path", [(s, p) for s, svc in SERVICES.items()
                                            for p in svc.paths if s != "explorer"])
 def test_the_same_endpoints_take_well_formed_json_past_the_parser(apps, service, path):
