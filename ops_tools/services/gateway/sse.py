@@ -18,6 +18,7 @@ class StreamTally:
     completion_tokens: int | None = None
     done: bool = False
     chunks: int = 0
+    relayed: int = 0  # answer chunks the client was sent (the usage-only chunk not counted)
 
 
 def classify(event: bytes, tally: StreamTally) -> bool:
@@ -52,15 +53,30 @@ def error_event(message: str, code: str = "upstream_error") -> bytes:
     return b"data: " + orjson.dumps(body) + b"\n\n"
 
 
-class EventSplitter:
-    """Feeds raw bytes, yields complete ``data:`` lines (SSE events are one data line here)."""
+class LineTooLong(Exception):
+    """A worker's event line passed the configured limit (the gateway buffers no more)."""
 
-    def __init__(self) -> None:
+
+class EventSplitter:
+    """Feeds raw bytes, yields complete ``data:`` lines (SSE events are one data line here).
+    A line longer than ``max_line`` bytes raises ``LineTooLong``."""
+
+    def __init__(self, max_line: int) -> None:
         self._buffer = b""
+        self.max_line = max_line
 
     def feed(self, chunk: bytes) -> list[bytes]:
         self._buffer += chunk
         if b"\n" not in chunk:
+            self._check(self._buffer)
             return []
         *lines, self._buffer = self._buffer.split(b"\n")
+        self._check(self._buffer)
+        for line in lines:
+            self._check(line)
         return [line.rstrip(b"\r") for line in lines if line.startswith(b"data:")]
+
+    def _check(self, line: bytes) -> None:
+        if len(line) > self.max_line:
+            raise LineTooLong(f"an event line of the stream passed the limit of"
+                              f" {self.max_line} bytes")
