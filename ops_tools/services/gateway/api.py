@@ -387,12 +387,13 @@ class Relay:
         try:
             await send(start_message(200, self.headers))
             async for chunk in self.upstream.content.iter_any():
+                events = splitter.feed(chunk)  # (one line over its limit raises first)
                 size += len(chunk)
                 if size > limit:
                     raise OverLimit(f"the stream passed the limit of {limit} bytes")
                 out = []
                 content = 0
-                for event in splitter.feed(chunk):
+                for event in events:
                     if event == DONE:
                         tally.done = True
                         continue
