@@ -125,7 +125,7 @@ class GatewayApi:
         except store.KeyRejected as rejected:
             raise _rejection(rejected) from None
         receipt = {
-            "id": request_id, "operator": None, "worker": None, "input_tokens": 0,
+            "operator": None, "worker": None, "input_tokens": 0,
             "output_tokens": 0, "cost": 0, "status": "failed", "error": None,
             "usage_discrepancy": None,
         }
@@ -241,10 +241,11 @@ class GatewayApi:
     def _charge(self, parsed: wire.ParsedRequest, receipt: dict[str, Any], input_tokens: int,
                 output_tokens: int) -> None:
         receipt["input_tokens"], receipt["output_tokens"] = input_tokens, output_tokens
-        cost = self.state.price(parsed.model).cost(input_tokens, output_tokens)
+        price = self.state.price(parsed.model)
         # Both counts are within the reservation's bounds: this only guards the arithmetic.
-        receipt["cost"] = max(0, min(cost, self.state.price(parsed.model).cost(
-            parsed.max_input_tokens, parsed.max_output_tokens)))
+        receipt["cost"] = max(0, min(price.cost(input_tokens, output_tokens),
+                                     price.cost(parsed.max_input_tokens,
+                                                parsed.max_output_tokens)))
 
     # --- the rest of the OpenAI API --------------------------------------------------------
     async def _require_key(self, request: Request) -> str:

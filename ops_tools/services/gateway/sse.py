@@ -14,10 +14,9 @@ DONE = b"data: [DONE]"
 class StreamTally:
     """What a relayed stream showed: its usage (from the usage-only chunk) and its end."""
 
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
+    prompt_tokens: Any = None  # as the worker reported them, unchecked
+    completion_tokens: Any = None
     done: bool = False
-    chunks: int = 0
     relayed: int = 0  # answer chunks the client was sent (the usage-only chunk not counted)
 
 
@@ -30,7 +29,6 @@ def classify(event: bytes, tally: StreamTally) -> bool:
     if event == DONE:
         tally.done = True
         return False
-    tally.chunks += 1
     if b'"usage":{' not in event and b'"usage": {' not in event:
         return False
     try:
@@ -39,13 +37,10 @@ def classify(event: bytes, tally: StreamTally) -> bool:
         return False
     usage = doc.get("usage") if isinstance(doc, dict) else None
     if isinstance(usage, dict):
-        tally.prompt_tokens = _int(usage.get("prompt_tokens"))
-        tally.completion_tokens = _int(usage.get("completion_tokens"))
+        # As the worker sent them: whether they are billed is usage.bill's decision.
+        tally.prompt_tokens = usage.get("prompt_tokens")
+        tally.completion_tokens = usage.get("completion_tokens")
     return isinstance(doc, dict) and doc.get("choices") == []
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def error_event(message: str, code: str = "upstream_error") -> bytes:

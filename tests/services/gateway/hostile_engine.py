@@ -79,7 +79,8 @@ def main() -> None:
     app = web.Application()
     app.router.add_post("/v1/chat/completions", completions)
     app.router.add_get("/v1/models", models)
-    web.run_app(app, host="127.0.0.1", port=args.port, print=None)
+    # A held request (``silent``) must not delay the stop: no graceful wait for it.
+    web.run_app(app, host="127.0.0.1", port=args.port, print=None, shutdown_timeout=0.5)
 
 
 if __name__ == "__main__":

@@ -199,3 +199,43 @@ def test_abandoned_streams_pay_for_the_chunks_they_were_sent(tmp_path, chain, ga
         assert usage["reserved"] == 0 and usage["spent"] == sum(r["cost"] for r in receipts)
     finally:
         w.proc.stop()
+
+
+def test_a_request_lost_in_a_crash_is_reconciled_at_the_next_start(
+        tmp_path, chain, hostile_engine):
+    """The gateway is killed (SIGKILL) while a request waits on a silent worker: its receipt
+    stays open and its reservation held. The next start closes the receipt, charges nothing
+    and releases the reservation."""
+    from ops_tools.services.gateway.database import open_database
+
+    root = tmp_path / "gw"
+    url = f"sqlite:///{root / 'gw.sqlite3'}"
+    gw = start_gateway(root, chain, url, settle=False, extra={"upstream_timeout_s": 120.0})
+    db = open_database(url, pool_size=2)
+    w = None
+    try:
+        w = hostile_worker(tmp_path, chain, gw, hostile_engine, "//GwCrash", ["silent"])
+        key = make_key(db.engine, budget=10**12)
+        sock = send_request(gw, key, {"model": "silent", "max_tokens": 10,
+                                      "messages": [{"role": "user", "content": PROMPT}]})
+        wait_for(lambda: store.usage(db.engine, key)["reserved"] > 0, 30, "the reservation")
+        [receipt] = store.usage(db.engine, key)["receipts"]
+        assert receipt["settle_status"] == "open"
+        gw.proc.kill()  # SIGKILL: no shutdown, no final write
+        gw.proc.proc.wait(timeout=10)
+        sock.close()
+        assert store.usage(db.engine, key)["reserved"] > 0  # held by nobody now
+        # Restarted with short bounds, so the lost request is past its longest life at once.
+        gw = start_gateway(root, chain, url, settle=False, extra={
+            "upstream_total_timeout_s": 0.5, "open_receipt_grace_s": 0.0,
+            "reconcile_interval_s": 0.5})
+        usage = wait_for(lambda: store.usage(db.engine, key)["reserved"] == 0
+                         and store.usage(db.engine, key), 30, "the reservation to be released")
+        [receipt] = usage["receipts"]
+        assert (receipt["status"], receipt["cost"], usage["spent"]) == ("failed", 0, 0)
+        assert "reconciled" in receipt["error"] and receipt["settle_status"] == "pending"
+    finally:
+        if w is not None:
+            w.proc.stop()
+        gw.proc.stop()
+        db.dispose()
