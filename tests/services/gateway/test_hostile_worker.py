@@ -239,3 +239,49 @@ def test_a_request_lost_in_a_crash_is_reconciled_at_the_next_start(
             w.proc.stop()
         gw.proc.stop()
         db.dispose()
+
+
+def test_a_chunked_answer_is_cut_at_the_limit():
+    """Without a Content-Length the body is counted as it arrives: a worker streaming an
+    endless chunked body is refused once it passes the limit (a real loopback server)."""
+    import asyncio
+
+    import aiohttp
+    from aiohttp import web
+
+    from ops_tools.services.gateway.api import OverLimit, read_bounded
+
+    sent = {"bytes": 0}
+
+    async def endless(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse()
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        chunks = int(request.query["chunks"])
+        for _ in range(chunks):
+            await response.write(b"x" * 16384)
+            sent["bytes"] += 16384
+        await response.write_eof()
+        return response
+
+    async def run() -> None:
+        app = web.Application()
+        app.router.add_get("/", endless)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        try:
+            async with aiohttp.ClientSession() as client:
+                async with client.get(f"http://127.0.0.1:{port}/?chunks=3") as small:
+                    assert small.content_length is None
+                    assert await read_bounded(small, 65536) == b"x" * 49152
+                async with client.get(f"http://127.0.0.1:{port}/?chunks=100000") as big:
+                    with pytest.raises(OverLimit, match="limit of 65536 bytes"):
+                        await read_bounded(big, 65536)
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(run())
+    assert sent["bytes"] < 100000 * 16384  # the gateway stopped reading long before the end
