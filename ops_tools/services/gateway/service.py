@@ -104,8 +104,8 @@ class GatewayState:
             per_model = ", ".join(f"{m}={len(ws)}" for m, ws in sorted(live.items())) or "none"
             detail = f"live workers per model: {per_model}; {known} known"
             if self.router.excluded:
-                detail += "; excluded: " + "; ".join(
-                    f"{op}: {why}" for op, why in sorted(self.router.excluded.items()))
+                detail += "".join(f"; operator {op} {why}"
+                                  for op, why in sorted(self.router.excluded.items()))
             return CheckResult(True, detail)
 
         return ReadyCheck("workers", probe)
