@@ -11,8 +11,10 @@ client left before the first chunk.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -21,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ops_tools.services.gateway import openai_errors as oe
-from ops_tools.services.gateway import store, wire
+from ops_tools.services.gateway import store, usage, wire
 from ops_tools.services.gateway.announce import verify_announce
 from ops_tools.services.gateway.asgi_stream import (
     DisconnectWatch,
@@ -32,7 +34,14 @@ from ops_tools.services.gateway.asgi_stream import (
 )
 from ops_tools.services.gateway.router import Worker
 from ops_tools.services.gateway.service import GatewayState
-from ops_tools.services.gateway.sse import DONE, EventSplitter, StreamTally, classify, error_event
+from ops_tools.services.gateway.sse import (
+    DONE,
+    EventSplitter,
+    LineTooLong,
+    StreamTally,
+    classify,
+    error_event,
+)
 from ops_tools.wallet.heartbeat_payload import verify_heartbeat_payload
 
 TEST_MODE_HEADER = "X-Net-Test-Mode"
@@ -57,6 +66,27 @@ def _bearer(request: Request) -> str:
 
 class Upstream(Exception):
     """The worker failed before answering (connect error, 5xx): another one may be tried."""
+
+
+class OverLimit(Exception):
+    """A worker's answer went over a configured size limit: 502, nothing billed, a failure."""
+
+
+async def read_bounded(upstream: aiohttp.ClientResponse, limit: int) -> bytes:
+    """The whole body, or ``OverLimit`` as soon as it passes ``limit`` bytes (a hostile worker
+    cannot make the gateway buffer more)."""
+    length = upstream.content_length
+    if length is not None:
+        if length > limit:
+            raise OverLimit(f"the worker's answer is {length} bytes; the limit is {limit}")
+        return await upstream.read()  # aiohttp reads exactly Content-Length bytes
+    parts, size = [], 0
+    async for chunk in upstream.content.iter_any():
+        size += len(chunk)
+        if size > limit:
+            raise OverLimit(f"the worker's answer passed the limit of {limit} bytes")
+        parts.append(chunk)
+    return b"".join(parts)
 
 
 class GatewayApi:
@@ -87,16 +117,17 @@ class GatewayApi:
                             max_tokens_cap=state.fields.max_tokens_cap)
         price = state.price(parsed.model)
         max_cost = price.cost(parsed.max_input_tokens, parsed.max_output_tokens)
+        # The receipt is opened with the reservation: a request this gateway loses (a crash, a
+        # failed write) is found and its reservation released (``store.reconcile_open``).
+        opening = store.Opening(request_id, parsed.model, kind, state.genesis_hash)
         try:
-            reservation = await state.account(store.reserve, key, max_cost, time.time())
+            reservation = await state.account(store.reserve, key, max_cost, time.time(), opening)
         except store.KeyRejected as rejected:
             raise _rejection(rejected) from None
         receipt = {
-            "id": request_id, "key_id": reservation.key_id, "payer": reservation.account,
-            "operator": None, "worker": None, "model": parsed.model, "kind": kind,
-            "input_tokens": 0, "output_tokens": 0, "cost": 0, "reserved": max_cost,
-            "status": "failed", "error": None, "genesis_hash": state.genesis_hash,
-            "created_at": time.time(),
+            "operator": None, "worker": None, "input_tokens": 0,
+            "output_tokens": 0, "cost": 0, "status": "failed", "error": None,
+            "usage_discrepancy": None,
         }
         # From here the request holds a reservation: a client that goes away cancels the rest
         # (not before: a reservation committed by a cancelled thread hop would never be released).
@@ -119,7 +150,7 @@ class GatewayApi:
         finally:
             if not handed_off:  # a streamed answer writes its own receipt when it ends
                 watch.close()
-                state.spawn(state.account(store.settle_request, reservation, receipt))
+                state.settle_later(reservation, receipt)
 
     async def _dispatch(
         self, parsed: wire.ParsedRequest, reservation: store.Reservation,
@@ -154,29 +185,25 @@ class GatewayApi:
                 worker.inflight -= 1
                 raise
             headers = {"X-Net-Operator": worker.operator}
-            if upstream.status >= 400:  # the engine refused the request itself: relay it
-                try:
-                    body = await upstream.read()
-                except UPSTREAM_ERRORS:
-                    body = b""
-                finally:
-                    upstream.release()
-                    worker.inflight -= 1
-                router.succeeded(worker)
-                receipt["error"] = f"engine answered {upstream.status}"
-                return Response(body, upstream.status, headers=headers, media_type=JSON)
-            if parsed.stream:
+            if parsed.stream and upstream.status < 400:
                 return Relay(self, upstream, worker, parsed, reservation, receipt, watch)
             try:
-                body = await upstream.read()
+                body = await read_bounded(upstream, state.fields.upstream_max_body_bytes)
+            except OverLimit as exc:
+                router.failed(worker, state.clock())
+                raise oe.upstream_failed(str(exc)) from None
             except UPSTREAM_ERRORS as exc:
                 router.failed(worker, state.clock())
                 raise oe.upstream_failed(f"reading the answer: {type(exc).__name__}") from None
             finally:
-                upstream.release()
+                upstream.release()  # (a body not read to its end closes the connection)
                 worker.inflight -= 1
             router.succeeded(worker)
-            self._bill(parsed, receipt, _usage_of(body))
+            if upstream.status >= 400:  # the engine refused the request itself: relay it
+                receipt["error"] = f"engine answered {upstream.status}"
+                return Response(body, upstream.status, headers=headers, media_type=JSON)
+            doc = _json(body)
+            self._bill(parsed, receipt, _usage_of(doc), functools.partial(usage.answer_words, doc))
             return Response(body, 200, headers=headers, media_type=JSON)
         raise oe.upstream_failed(last_error)
 
@@ -199,17 +226,26 @@ class GatewayApi:
         return response
 
     def _bill(
-        self, parsed: wire.ParsedRequest, receipt: dict[str, Any],
-        usage: tuple[int | None, int | None],
+        self, parsed: wire.ParsedRequest, receipt: dict[str, Any], reported: tuple[Any, Any],
+        relayed: Callable[[], int],
     ) -> None:
-        prompt, completion = usage
-        # An engine that reports no usage is billed the reserved maximum (an honest bound).
-        prompt = parsed.max_input_tokens if prompt is None else prompt
-        completion = parsed.max_output_tokens if completion is None else completion
-        receipt["input_tokens"], receipt["output_tokens"] = prompt, completion
-        cost = self.state.price(parsed.model).cost(prompt, completion)
-        receipt["cost"] = min(cost, receipt["reserved"])
+        """Bill the worker's usage if it is within bounds, else the gateway's own count
+        (``relayed``: the output it relayed) and record the discrepancy."""
+        billed = usage.bill(
+            *reported, input_bound=parsed.max_input_tokens, output_bound=parsed.max_output_tokens,
+            count=lambda: (usage.prompt_words(parsed.kind, parsed.body), relayed()))
+        self._charge(parsed, receipt, billed.input_tokens, billed.output_tokens)
+        receipt["usage_discrepancy"] = billed.discrepancy
         receipt["status"] = "ok"
+
+    def _charge(self, parsed: wire.ParsedRequest, receipt: dict[str, Any], input_tokens: int,
+                output_tokens: int) -> None:
+        receipt["input_tokens"], receipt["output_tokens"] = input_tokens, output_tokens
+        price = self.state.price(parsed.model)
+        # Both counts are within the reservation's bounds: this only guards the arithmetic.
+        receipt["cost"] = max(0, min(price.cost(input_tokens, output_tokens),
+                                     price.cost(parsed.max_input_tokens,
+                                                parsed.max_output_tokens)))
 
     # --- the rest of the OpenAI API --------------------------------------------------------
     async def _require_key(self, request: Request) -> str:
@@ -328,8 +364,9 @@ class Relay:
     pass through as the worker sent them (only the usage chunk the client did not ask for is
     dropped). Whatever the request holds (the worker's slot, its upstream connection, the budget
     reservation) is released in this response's own ``finally``, exactly once: after ``[DONE]``,
-    after a worker failure (an error event ends the stream, no ``[DONE]``), and when the client
-    disconnects, before the first chunk or later (nothing is billed then)."""
+    after a worker failure or a worker over a limit (an error event ends the stream, no
+    ``[DONE]``, nothing billed), and when the client disconnects (billed for the chunks it was
+    sent: the gateway's own count, as no usage came)."""
 
     def __init__(self, api: GatewayApi, upstream: aiohttp.ClientResponse, worker: Worker,
                  parsed: wire.ParsedRequest, reservation: store.Reservation,
@@ -340,44 +377,62 @@ class Relay:
 
     async def __call__(self, scope: Any, receive: Receive, send: Send) -> None:
         state, receipt, worker = self.api.state, self.receipt, self.worker
+        fields = state.fields
         tally = StreamTally()
-        splitter = EventSplitter()
+        splitter = EventSplitter(fields.upstream_max_line_bytes)
         skip_usage = not self.parsed.client_wants_usage
         clean = False
+        size, limit = 0, fields.upstream_max_body_bytes
         watch = self.watch
         watch.follow()  # the task that runs the response (the handler's, under uvicorn)
         try:
             await send(start_message(200, self.headers))
             async for chunk in self.upstream.content.iter_any():
+                events = splitter.feed(chunk)  # (one line over its limit raises first)
+                size += len(chunk)
+                if size > limit:
+                    raise OverLimit(f"the stream passed the limit of {limit} bytes")
                 out = []
-                for event in splitter.feed(chunk):
+                content = 0
+                for event in events:
                     if event == DONE:
                         tally.done = True
                         continue
-                    if classify(event, tally) and skip_usage:
-                        continue
+                    if classify(event, tally):
+                        if skip_usage:
+                            continue
+                    else:
+                        content += 1
                     out.append(event + b"\n\n")
                 if out:
                     await send(body_message(b"".join(out), True))
+                    tally.relayed += content  # only what the client was sent is billed
             if not tally.done:
                 raise aiohttp.ClientPayloadError("the stream ended without [DONE]")
             state.router.succeeded(worker)
-            self.api._bill(self.parsed, receipt, (tally.prompt_tokens, tally.completion_tokens))
+            self.api._bill(self.parsed, receipt, (tally.prompt_tokens, tally.completion_tokens),
+                           lambda: tally.relayed)
             clean = True
             watch.close()
             await send(body_message(DONE + b"\n\n", False))
-        except UPSTREAM_ERRORS as exc:
+        except (*UPSTREAM_ERRORS, OverLimit, LineTooLong) as exc:
             state.router.failed(worker, state.clock())
-            receipt["error"] = (f"worker failed mid-stream after {tally.chunks} chunks:"
-                                f" {type(exc).__name__}")
-            receipt["output_tokens"] = tally.chunks
+            why = str(exc) if isinstance(exc, OverLimit | LineTooLong) else type(exc).__name__
+            receipt["error"] = f"worker failed mid-stream after {tally.relayed} chunks: {why}"
+            receipt["output_tokens"], receipt["cost"], receipt["status"] = 0, 0, "failed"
             watch.close()
             await send(body_message(error_event(receipt["error"]), False))
         except asyncio.CancelledError:
             if not watch.absorb():
                 raise
-            # The client went away: nothing billed (it got no complete answer).
-            receipt["error"] = f"client disconnected after {tally.chunks} chunks"
+            # The client went away: it pays for the chunks it was sent (no usage came yet, so
+            # the gateway's count: the prompt's words and one token a chunk).
+            receipt["error"] = f"client disconnected after {tally.relayed} chunks"
+            if tally.relayed:
+                parsed = self.parsed
+                self.api._charge(parsed, receipt, usage.prompt_words(parsed.kind, parsed.body),
+                                 min(tally.relayed, parsed.max_output_tokens))
+                receipt["status"] = "partial"
         finally:
             watch.close()
             worker.inflight -= 1
@@ -385,7 +440,7 @@ class Relay:
                 self.upstream.release()  # read to the end: the connection goes back to the pool
             else:
                 self.upstream.close()  # tells the worker (and its engine) to stop
-            state.spawn(state.account(store.settle_request, self.reservation, receipt))
+            state.settle_later(self.reservation, receipt)
 
 
 def _rejection(rejected: store.KeyRejected) -> oe.OpenAIError:
@@ -397,11 +452,17 @@ def _rejection(rejected: store.KeyRejected) -> oe.OpenAIError:
     return oe.rate_limited(what, rejected.limit, rejected.retry_after)
 
 
-def _usage_of(body: bytes) -> tuple[int | None, int | None]:
+def _json(body: bytes) -> Any:
     try:
-        usage = orjson.loads(body).get("usage") or {}
-    except (orjson.JSONDecodeError, AttributeError):
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _usage_of(doc: Any) -> tuple[Any, Any]:
+    """The worker's (prompt_tokens, completion_tokens) as it sent them, unchecked (embeddings
+    have no completion tokens)."""
+    found = doc.get("usage") if isinstance(doc, dict) else None
+    if not isinstance(found, dict):
         return None, None
-    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens", 0)
-    return (prompt if isinstance(prompt, int) else None,
-            completion if isinstance(completion, int) else None)
+    return found.get("prompt_tokens"), found.get("completion_tokens", 0)

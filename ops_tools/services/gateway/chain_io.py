@@ -1,15 +1,19 @@
 """The gateway's chain reads (epoch, MinStake, registrations) and settlement transfers.
 
-Blocking (substrate-interface); the service calls them in a worker thread.
+Blocking (substrate-interface over HTTP); the service calls them in a worker thread. Every RPC
+call has a timeout (connect and read): a node that accepts and never answers fails the call
+instead of holding the thread, and the caller's view of the chain expires.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import requests
 from scalecodec.base import ScaleBytes
 from substrateinterface import Keypair, SubstrateInterface
 from substrateinterface.storage import StorageKey
@@ -20,12 +24,24 @@ from ops_tools.services.gateway.router import ChainView
 PALLET = "OperatorStake"
 
 
-def _ws_url(url: str) -> str:
-    if url.startswith("http://"):
-        return "ws://" + url[len("http://"):]
-    if url.startswith("https://"):
-        return "wss://" + url[len("https://"):]
-    return url
+class _TimedSession(requests.Session):
+    """substrate-interface's HTTP transport gives ``requests`` no timeout; this one always has
+    one."""
+
+    def __init__(self, timeout_s: float) -> None:
+        super().__init__()
+        self.timeout_s = timeout_s
+
+    def request(self, *args: Any, **kwargs: Any) -> requests.Response:  # type: ignore[override]
+        kwargs.setdefault("timeout", (self.timeout_s, self.timeout_s))
+        return super().request(*args, **kwargs)
+
+
+def connect(rpc_url: str, timeout_s: float) -> SubstrateInterface:
+    """substrate-interface over HTTP, every call bounded by ``timeout_s`` (connect and read)."""
+    substrate = SubstrateInterface(url=http_url(rpc_url), ss58_format=42)
+    substrate.transport.session = _TimedSession(timeout_s)
+    return substrate
 
 
 class ChainReader:
@@ -41,8 +57,9 @@ class ChainReader:
 
     RENEW_S = 60.0
 
-    def __init__(self, rpc_url: str) -> None:
+    def __init__(self, rpc_url: str, timeout_s: float) -> None:
         self.url = http_url(rpc_url)
+        self.timeout_s = timeout_s
         self._substrate: SubstrateInterface | None = None
         self._connected_at = 0.0
         self._min_stake = 0
@@ -51,7 +68,7 @@ class ChainReader:
     def _connect(self) -> SubstrateInterface:
         now = time.monotonic()
         if self._substrate is None or now - self._connected_at > self.RENEW_S:
-            substrate = SubstrateInterface(url=self.url, ss58_format=42)
+            substrate = connect(self.url, self.timeout_s)
             substrate.init_runtime()
             self._min_stake = int(substrate.get_constant(PALLET, "MinStake").value)
             self._keys = {"": substrate.create_storage_key(PALLET, "CurrentEpoch")}
@@ -86,13 +103,6 @@ class ChainReader:
                          stakes=stakes)
 
 
-@dataclass(frozen=True)
-class Transfer:
-    extrinsic_hash: str
-    block_hash: str
-    block_number: int
-
-
 def settlement_keypair(secret: str) -> Keypair:
     secret = secret.strip()
     if secret.startswith("0x") and len(secret) == 66:
@@ -102,22 +112,98 @@ def settlement_keypair(secret: str) -> Keypair:
     return Keypair.create_from_mnemonic(secret, ss58_format=42)
 
 
-def transfer(rpc_url: str, keypair: Keypair, dest: str, amount: int) -> Transfer:
-    """One signed ``Balances.transfer_keep_alive``, waited into a block; raises on failure."""
-    substrate = SubstrateInterface(url=_ws_url(rpc_url), ss58_format=42)
-    try:
-        call = substrate.compose_call(
-            "Balances", "transfer_keep_alive", {"dest": dest, "value": amount}
-        )
-        extrinsic = substrate.create_signed_extrinsic(call=call, keypair=keypair)
-        receipt = substrate.submit_extrinsic(extrinsic, wait_for_inclusion=True)
-        if not receipt.is_success:
-            raise RuntimeError(f"transfer to {dest} failed: {receipt.error_message}")
-        block_hash = str(receipt.block_hash)
-        return Transfer(
-            extrinsic_hash=str(receipt.extrinsic_hash),
-            block_hash=block_hash,
-            block_number=int(substrate.get_block_number(block_hash)),
-        )
-    finally:
-        substrate.close()
+@dataclass(frozen=True)
+class Signed:
+    """A signed transfer, not yet sent: what is recorded before it is."""
+
+    data: str  # the encoded extrinsic, 0x hex
+    extrinsic_hash: str
+    nonce: int
+    era_birth: int  # the best block when it was signed: it cannot be in a block before
+    era_period: int
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the chain says about a recorded transfer. ``final`` False: not (yet) in a block and
+    still valid, so it may yet be; ``included`` False with ``final``: it never will be."""
+
+    final: bool
+    included: bool = False
+    success: bool = False
+    block_hash: str | None = None
+    block_number: int | None = None
+    error: str | None = None
+
+
+def _extrinsic_hash(data_hex: str) -> str:
+    return "0x" + hashlib.blake2b(bytes.fromhex(data_hex.removeprefix("0x")),
+                                  digest_size=32).hexdigest()
+
+
+class Settler:
+    """Settlement transfers that pay exactly once: signed mortal with an explicit nonce and
+    recorded (``sign``) before they are sent (``send``); whether one paid is read from the
+    chain (``outcome``), never assumed from a lost answer."""
+
+    def __init__(self, rpc_url: str, keypair: Keypair, timeout_s: float, era_period: int) -> None:
+        self.rpc_url, self.keypair = rpc_url, keypair
+        self.timeout_s, self.era_period = timeout_s, era_period
+
+    def sign(self, dest: str, amount: int) -> Signed:
+        substrate = connect(self.rpc_url, self.timeout_s)
+        try:
+            nonce = int(substrate.rpc_request(
+                "system_accountNextIndex", [self.keypair.ss58_address])["result"])
+            birth = int(substrate.get_block_number(substrate.get_chain_head()))
+            call = substrate.compose_call("Balances", "transfer_keep_alive",
+                                          {"dest": dest, "value": amount})
+            extrinsic = substrate.create_signed_extrinsic(
+                call=call, keypair=self.keypair, nonce=nonce,
+                era={"period": self.era_period, "current": birth})
+            data = str(extrinsic.data)
+            return Signed(data, _extrinsic_hash(data), nonce, birth, self.era_period)
+        finally:
+            substrate.close()
+
+    def send(self, signed: Signed) -> None:
+        """Raises when the answer is an error or lost. Either way only ``outcome`` decides: an
+        error can also mean it is in the pool already (a resubmission), and a lost answer says
+        nothing."""
+        substrate = connect(self.rpc_url, self.timeout_s)
+        try:
+            substrate.rpc_request("author_submitExtrinsic", [signed.data])
+        finally:
+            substrate.close()
+
+    def outcome(self, extrinsic_hash: str, era_birth: int, era_period: int) -> Outcome:
+        """Look for the transfer in the blocks where it can be (after its birth, within its
+        era); absent once the best block is past the era, it never will be."""
+        substrate = connect(self.rpc_url, self.timeout_s)
+        try:
+            head = int(substrate.get_block_number(substrate.get_chain_head()))
+            last = min(head, era_birth + era_period)
+            for number in range(era_birth + 1, last + 1):
+                block_hash = substrate.rpc_request("chain_getBlockHash", [number])["result"]
+                block = substrate.rpc_request("chain_getBlock", [block_hash])["result"]
+                hashes = [_extrinsic_hash(x) for x in block["block"]["extrinsics"]]
+                if extrinsic_hash in hashes:
+                    return self._included(substrate, block_hash, number,
+                                          hashes.index(extrinsic_hash))
+            return Outcome(final=head > era_birth + era_period)
+        finally:
+            substrate.close()
+
+    @staticmethod
+    def _included(substrate: SubstrateInterface, block_hash: str, number: int,
+                  index: int) -> Outcome:
+        for event in substrate.get_events(block_hash):
+            doc = event.value
+            if doc.get("extrinsic_idx") != index or doc["module_id"] != "System":
+                continue
+            if doc["event_id"] == "ExtrinsicSuccess":
+                return Outcome(True, True, True, block_hash, number)
+            if doc["event_id"] == "ExtrinsicFailed":
+                return Outcome(True, True, False, block_hash, number,
+                               f"the transfer failed in block #{number}: {doc['attributes']}")
+        raise RuntimeError(f"block #{number} holds the transfer but no outcome event for it")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ops_tools.services.common.settings import ServiceSettings
 from ops_tools.services.gateway.pricing import Price
@@ -49,5 +49,36 @@ class GatewaySettings(ServiceSettings):
     cooldown_s: float = Field(30.0, ge=0)
     announce_max_skew_s: float = Field(120.0, gt=0)
     upstream_connect_timeout_s: float = Field(3.0, gt=0)
+    # Silence from a worker: until its first byte, and between bytes.
     upstream_timeout_s: float = Field(300.0, gt=0)
+    # The whole exchange with a worker, streams included (a slow drip ends here).
+    upstream_total_timeout_s: float = Field(900.0, gt=0)
+    # A worker's answer body (a whole stream too), and one server-sent-event line of a stream.
+    upstream_max_body_bytes: int = Field(64 * 1024 * 1024, ge=1024)
+    upstream_max_line_bytes: int = Field(1024 * 1024, ge=256)
+    # Usage a worker misreports (not billed as reported): after this many on one network, its
+    # operator's workers take no traffic for ``misreport_exclusion_s`` after the latest one.
+    misreports_before_exclusion: int = Field(3, ge=1)
+    misreport_exclusion_s: float = Field(3600.0, ge=0)
+    # Receipts of requests a gateway lost (crash, failed write) are closed and their
+    # reservations released this long after the request's longest possible end.
+    reconcile_interval_s: float = Field(30.0, gt=0)
+    open_receipt_grace_s: float = Field(60.0, ge=0)
+    # Every chain RPC call of the gateway: connecting and each call.
+    chain_rpc_timeout_s: float = Field(5.0, gt=0, le=120)
+    # Settlement transfers are mortal for this many blocks (a power of two, 4..65536): an
+    # outcome that is unknown (connection lost after submission) is final once it expires.
+    settle_era_period: int = Field(64, ge=4, le=65536)
+    # How long one settlement run waits for a submitted transfer to show in a block.
+    settle_wait_s: float = Field(30.0, gt=0)
+    # A settlement claimed but never submitted (its run crashed) returns to pending after this.
+    settle_claim_grace_s: float = Field(120.0, ge=0)
     no_worker_retry_after_s: int = Field(5, ge=1)
+
+    @field_validator("settle_era_period")
+    @classmethod
+    def _power_of_two(cls, value: int) -> int:
+        if value & (value - 1):
+            raise ValueError(f"settle_era_period is {value}; a mortal era's period is a power"
+                             " of two (4, 8, ..., 65536): pick the nearest")
+        return value

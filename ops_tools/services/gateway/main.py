@@ -52,7 +52,8 @@ def build_app(settings: GatewaySettings) -> FastAPI:
 
     app = create_app(
         ServiceInfo("gateway", description="OpenAI-compatible inference gateway (test mode)"),
-        settings, ready_checks=[database_check(db), watch.ready_check(), state.workers_check()],
+        settings, ready_checks=[database_check(db), watch.ready_check(), state.chain_view_check(),
+                      state.workers_check()],
         lifespan=lifespan,
         error_shape="own", error_body=platform_error_body,
     )

@@ -46,6 +46,9 @@ class Router:
         self.workers: dict[str, Worker] = {}
         self.heartbeats: dict[str, int] = {}  # operator -> latest signed heartbeat epoch
         self.chain = ChainView()
+        # Operators the gateway excludes for their conduct (usage misreports), with the reason;
+        # set by the service from the database, consulted before anything else.
+        self.excluded: dict[str, str] = {}
 
     # --- state updates -------------------------------------------------------------------
     def announce(self, worker: Worker) -> Worker:
@@ -78,6 +81,9 @@ class Router:
     # --- decisions -----------------------------------------------------------------------
     def why_not(self, worker: Worker, now: float) -> str | None:
         """None when ``worker`` may take traffic, else the reason it may not."""
+        excluded = self.excluded.get(worker.operator)
+        if excluded is not None:
+            return excluded
         chain = self.chain
         stake = chain.stakes.get(worker.operator)
         if stake is None:

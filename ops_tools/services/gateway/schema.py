@@ -57,15 +57,18 @@ receipts = Table(
     Column("output_tokens", Integer, nullable=False, default=0),
     Column("cost", BigInteger, nullable=False, default=0),
     Column("reserved", BigInteger, nullable=False, default=0),
-    Column("status", String(16), nullable=False),  # ok | failed
+    Column("status", String(16), nullable=False),  # open | ok | partial | failed
     Column("error", Text, nullable=True),
     Column("genesis_hash", String(66), nullable=False),
     Column("created_at", Float, nullable=False),
-    # pending -> claimed (a settlement run took it) -> settled; closed: its network was reset
+    # open (in flight) -> pending -> claimed (a settlement run took it) -> settled; closed: its
+    # network was reset
     Column("settle_status", String(16), nullable=False, default="pending"),
     Column("settlement_id", Integer, nullable=True),
     Column("settled_extrinsic", String(66), nullable=True),
     Column("settled_block", BigInteger, nullable=True),
+    # What the worker reported when it was not billed as reported (usage.py).
+    Column("usage_discrepancy", Text, nullable=True),
     Index("gateway_receipts_key", "key_id", "created_at"),
     Index("gateway_receipts_settle", "settle_status", "operator"),
 )
@@ -78,12 +81,28 @@ settlements = Table(
     Column("amount", BigInteger, nullable=False),
     Column("receipts", Integer, nullable=False),
     Column("genesis_hash", String(66), nullable=False),
-    Column("status", String(16), nullable=False),  # submitting | settled | failed
+    # submitting (claimed) -> submitted (extrinsic recorded, then sent) -> settled | failed
+    Column("status", String(16), nullable=False),
     Column("extrinsic_hash", String(66), nullable=True),
     Column("block_hash", String(66), nullable=True),
     Column("block_number", BigInteger, nullable=True),
     Column("error", Text, nullable=True),
     Column("created_at", Float, nullable=False),
+    # The signed transfer, recorded before it is sent: its nonce and mortal era (the block it
+    # was born at and the period) decide an unknown outcome against the chain.
+    Column("nonce", BigInteger, nullable=True),
+    Column("era_birth", BigInteger, nullable=True),
+    Column("era_period", Integer, nullable=True),
+)
+
+operator_conduct = Table(
+    "gateway_operator_conduct",
+    metadata,
+    Column("operator", String(64), primary_key=True),
+    Column("genesis_hash", String(66), primary_key=True),
+    Column("misreports", Integer, nullable=False),
+    Column("last_reason", Text, nullable=True),
+    Column("last_at", Float, nullable=False),
 )
 
 workers = Table(

@@ -1,5 +1,6 @@
 """The gateway at run time: its router fed from the database and the chain, its upstream client,
-its background loops (registry refresh, chain poll, health checks, settlement)."""
+its background loops (registry refresh, chain poll, health checks, receipt reconciliation,
+settlement)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ from ops_tools.services.gateway.router import Router, RouterPolicy, Worker
 
 log = logging.getLogger("net.gateway")
 FINAL_SETTLE_TIMEOUT_S = 8.0
+SETTLE_RETRIES_S = (0.2, 0.5, 1.0, 2.0, 4.0)  # then the reconciler releases the reservation
+OUTCOME_POLL_S = 0.5
 
 
 def _no_wait_engine(engine: Engine) -> Engine:
@@ -56,16 +59,19 @@ class GatewayState:
         self.rpc_url = rpc_url
         self.genesis_hash = genesis_hash.lower()
         self.worker_secret = worker_secret
-        self.settlement = (
-            chain_io.settlement_keypair(settlement_secret) if settlement_secret else None
+        self.settler = (
+            chain_io.Settler(rpc_url, chain_io.settlement_keypair(settlement_secret),
+                             fields.chain_rpc_timeout_s, fields.settle_era_period)
+            if settlement_secret else None
         )
         self.clock = clock
         self.router = Router(RouterPolicy(fields.failures_before_cooldown, fields.cooldown_s))
         self.prices = {name: p.price() for name, p in fields.prices.items()}
         self.default_price = fields.default_price.price()
-        self.reader = chain_io.ChainReader(rpc_url)
+        self.reader = chain_io.ChainReader(rpc_url, fields.chain_rpc_timeout_s)
         self.chain_error: str | None = "not read yet"
         self._chain_read_at = float("-inf")
+        self._reading: asyncio.Future[Any] | None = None
         # One long-lived pooled keep-alive client for every worker request, made in ``start``
         # (aiohttp binds it to the running loop). aiohttp rather than httpx: its per-request
         # cost is a fraction of httpx's, and the gateway pays it on every request.
@@ -96,9 +102,26 @@ class GatewayState:
             live = self.router.live_models(self.clock())
             known = len(self.router.workers)
             per_model = ", ".join(f"{m}={len(ws)}" for m, ws in sorted(live.items())) or "none"
-            return CheckResult(True, f"live workers per model: {per_model}; {known} known")
+            detail = f"live workers per model: {per_model}; {known} known"
+            if self.router.excluded:
+                detail += "".join(f"; operator {op} {why}"
+                                  for op, why in sorted(self.router.excluded.items()))
+            return CheckResult(True, detail)
 
         return ReadyCheck("workers", probe)
+
+    def chain_view_check(self) -> ReadyCheck:
+        """Red while the chain view has expired (reads failing or hung for longer than
+        ``chain_view_max_age_s``): the gateway then routes nowhere."""
+
+        def probe() -> CheckResult:
+            age, limit = self.clock() - self._chain_read_at, self.fields.chain_view_max_age_s
+            if age > limit:
+                return CheckResult(False, f"no chain read for {age:.0f} s (limit {limit:.0f} s):"
+                                   f" {self.chain_error}")
+            return CheckResult(True, f"chain read {age:.1f} s ago")
+
+        return ReadyCheck("chain_view", probe)
 
     def price(self, model: str) -> Price:
         return self.prices.get(model, self.default_price)
@@ -108,7 +131,7 @@ class GatewayState:
         fields = self.fields
         return aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=2000, limit_per_host=0, keepalive_timeout=60),
-            timeout=aiohttp.ClientTimeout(total=None,
+            timeout=aiohttp.ClientTimeout(total=fields.upstream_total_timeout_s,
                                           sock_connect=fields.upstream_connect_timeout_s,
                                           sock_read=fields.upstream_timeout_s),
             headers={"Authorization": f"Bearer {self._worker_secret}"},
@@ -126,14 +149,16 @@ class GatewayState:
         closed = await self.write(store.forget_other_networks, self.engine, self.genesis_hash)
         if any(closed.values()):
             log.info("forgot the previous network's state: %s", closed)
+        await self.reconcile()
         await self.refresh_registry()
         await self.poll_chain()
         loops = [
             (self.fields.registry_refresh_s, self.refresh_registry),
             (self.fields.chain_poll_s, self.poll_chain),
             (self.fields.health_interval_s, self.check_health),
+            (self.fields.reconcile_interval_s, self.reconcile),
         ]
-        if self.settlement is not None:
+        if self.settler is not None:
             loops.append((self.fields.settle_interval_s, self.settle))
         self._tasks = [asyncio.create_task(self._every(s, f)) for s, f in loops]
 
@@ -145,7 +170,7 @@ class GatewayState:
                 await task
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
-        if self.settlement is not None:
+        if self.settler is not None:
             # A reset stops the services before the chain: pay what is owed while it still
             # runs (what cannot be paid is closed by the next start on the new network).
             try:
@@ -173,6 +198,27 @@ class GatewayState:
                     raise  # (rolled back: retrying it on the writer thread is safe)
         return await self.write(fn, self.engine, *args)
 
+    def settle_later(self, reservation: store.Reservation, receipt: dict[str, Any]) -> None:
+        """Write the request's receipt and release its reservation, in the background."""
+        self.spawn(self._settle_request(reservation, receipt))
+
+    async def _settle_request(self, reservation: store.Reservation,
+                              receipt: dict[str, Any]) -> None:
+        # A failed write is retried; after the last one the receipt stays open and the
+        # reconciler releases its reservation (nothing is lost either way).
+        for pause in (*SETTLE_RETRIES_S, None):
+            try:
+                await self.account(store.settle_request, reservation, receipt)
+                return
+            except Exception as exc:
+                if pause is None:
+                    log.error("receipt %s not written (%s); the reconciler will release its"
+                              " reservation", reservation.opening.request_id, exc)
+                    return
+                log.warning("writing receipt %s failed (%s); retrying",
+                            reservation.opening.request_id, exc)
+                await asyncio.sleep(pause)
+
     def spawn(self, coro: Any) -> None:
         """A fire-and-forget task that ``stop`` still waits for (receipts are never lost)."""
         task = asyncio.create_task(coro)
@@ -192,6 +238,8 @@ class GatewayState:
         rows, heartbeats = await asyncio.to_thread(
             store.load_registry, self.engine, self.genesis_hash
         )
+        conduct = await asyncio.to_thread(
+            store.misreporting_operators, self.engine, self.genesis_hash)
         seen = set()
         fresh: list[Worker] = []
         for row in rows:
@@ -208,13 +256,40 @@ class GatewayState:
                 del self.router.workers[worker_id]
         for operator, epoch in heartbeats.items():
             self.router.heartbeat(operator, epoch)
+        self.router.excluded = self._exclusions(conduct)
         if fresh:
             await asyncio.gather(*(self._check(w) for w in fresh))
+
+    def _exclusions(self, conduct: list[dict[str, Any]]) -> dict[str, str]:
+        fields, now = self.fields, time.time()
+        return {
+            row["operator"]: (f"excluded: {row['misreports']} usage misreports (latest:"
+                              f" {row['last_reason']})")
+            for row in conduct
+            if row["misreports"] >= fields.misreports_before_exclusion
+            and now - row["last_at"] < fields.misreport_exclusion_s
+        }
+
+    async def reconcile(self) -> None:
+        """Close receipts (and release reservations) of requests no gateway will finish."""
+        fields = self.fields
+        # The longest a request lives: two attempts, each bounded by the total timeout.
+        cutoff = time.time() - 2 * fields.upstream_total_timeout_s - fields.open_receipt_grace_s
+        closed = await self.write(store.reconcile_open, self.engine, cutoff)
+        if closed:
+            log.warning("closed %d receipts of lost requests and released their reservations",
+                        closed)
 
     async def poll_chain(self) -> None:
         operators = [w.operator for w in self.router.workers.values()]
         try:
-            view = await asyncio.to_thread(self.reader.read, operators)
+            # The reader's calls time out themselves; this bounds a whole poll as well. A read
+            # still running (its thread cannot be cancelled) is waited for, never doubled.
+            if self._reading is None or self._reading.done():
+                self._reading = asyncio.ensure_future(
+                    asyncio.to_thread(self.reader.read, operators))
+            view = await asyncio.wait_for(asyncio.shield(self._reading),
+                                          self.fields.chain_rpc_timeout_s * 4)
         except Exception as exc:
             self.chain_error = f"{type(exc).__name__}: {exc}"[:300]
             log.warning("reading the chain failed: %s", self.chain_error)
@@ -241,27 +316,85 @@ class GatewayState:
         await asyncio.gather(*(self._check(w) for w in list(self.router.workers.values())))
 
     async def settle(self) -> list[dict[str, Any]]:
-        """Pay each operator what its receipts earned: one signed transfer per operator."""
-        if self.settlement is None:
+        """Pay each operator what its receipts earned: one signed transfer per operator, paid
+        exactly once. Open outcomes of earlier runs are resolved against the chain first."""
+        if self.settler is None:
             return []
+        await self._resolve_open()
         claims = await self.write(store.claim_for_settlement, self.engine, self.genesis_hash)
         done = []
         for sid, operator, amount, count in claims:
             try:
-                tx = await asyncio.to_thread(
-                    chain_io.transfer, self.rpc_url, self.settlement, operator, amount
-                )
-            except Exception as exc:
-                await self.write(functools.partial(
-                    store.finish_settlement, self.engine, sid, extrinsic_hash=None,
-                    block_hash=None, block_number=None, error=f"{type(exc).__name__}: {exc}",
-                ))
+                signed = await asyncio.to_thread(self.settler.sign, operator, amount)
+            except Exception as exc:  # nothing was sent: the receipts go back to pending
+                await self._finish(sid, None, f"signing failed: {type(exc).__name__}: {exc}")
                 log.warning("settlement of %s to %s failed: %s", amount, operator, exc)
                 continue
             await self.write(functools.partial(
-                store.finish_settlement, self.engine, sid, extrinsic_hash=tx.extrinsic_hash,
-                block_hash=tx.block_hash, block_number=tx.block_number, error=None,
-            ))
-            done.append({"operator": operator, "amount": amount, "receipts": count,
-                         "extrinsic_hash": tx.extrinsic_hash, "block_number": tx.block_number})
+                store.record_submission, self.engine, sid, extrinsic_hash=signed.extrinsic_hash,
+                nonce=signed.nonce, era_birth=signed.era_birth, era_period=signed.era_period))
+            try:
+                await asyncio.to_thread(self.settler.send, signed)
+            except Exception as exc:
+                log.warning("settlement %s: the submission's answer was %s; the chain decides",
+                            sid, exc)
+            outcome = await self._wait_outcome(signed)
+            if outcome is None:
+                log.warning("settlement %s (%s) not in a block yet; resolved by a later run",
+                            sid, signed.extrinsic_hash)
+                continue
+            await self._finish(sid, outcome, extrinsic_hash=signed.extrinsic_hash)
+            if outcome.success:
+                done.append({"operator": operator, "amount": amount, "receipts": count,
+                             "extrinsic_hash": signed.extrinsic_hash,
+                             "block_number": outcome.block_number})
         return done
+
+    async def _wait_outcome(self, signed: chain_io.Signed) -> chain_io.Outcome | None:
+        assert self.settler is not None
+        deadline = self.clock() + self.fields.settle_wait_s
+        while True:
+            try:
+                outcome = await asyncio.to_thread(self.settler.outcome, signed.extrinsic_hash,
+                                                  signed.era_birth, signed.era_period)
+                if outcome.final:
+                    return outcome
+            except Exception as exc:
+                log.warning("reading a settlement's outcome failed: %s", exc)
+            if self.clock() >= deadline:
+                return None
+            await asyncio.sleep(OUTCOME_POLL_S)
+
+    async def _resolve_open(self) -> None:
+        """Settlements left open by earlier runs (this instance's, another's, a crashed one's):
+        claimed but never sent go back to pending; sent (or perhaps sent) ones are decided by
+        the chain, and stay open while the chain cannot tell yet."""
+        assert self.settler is not None
+        cutoff = time.time() - self.fields.settle_claim_grace_s
+        rows = await asyncio.to_thread(store.unresolved_settlements, self.engine,
+                                       self.genesis_hash, cutoff)
+        for row in rows:
+            if row["status"] == "submitting":
+                await self._finish(row["id"], None, "claimed by a run that ended before it"
+                                   " recorded a transfer: nothing was sent")
+                continue
+            try:
+                outcome = await asyncio.to_thread(self.settler.outcome, row["extrinsic_hash"],
+                                                  row["era_birth"], row["era_period"])
+            except Exception as exc:
+                log.warning("settlement %s: reading its outcome failed: %s", row["id"], exc)
+                continue
+            if outcome.final:
+                await self._finish(row["id"], outcome, extrinsic_hash=row["extrinsic_hash"])
+
+    async def _finish(self, sid: int, outcome: chain_io.Outcome | None,
+                      error: str | None = None, extrinsic_hash: str | None = None) -> None:
+        if outcome is not None and not outcome.success:
+            error = outcome.error or (
+                "the transfer expired without being included: nothing was paid")
+        await self.write(functools.partial(
+            store.finish_settlement, self.engine, sid, extrinsic_hash=extrinsic_hash,
+            block_hash=None if outcome is None else outcome.block_hash,
+            block_number=None if outcome is None else outcome.block_number,
+            error=error,
+        ))

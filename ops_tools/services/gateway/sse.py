@@ -14,10 +14,10 @@ DONE = b"data: [DONE]"
 class StreamTally:
     """What a relayed stream showed: its usage (from the usage-only chunk) and its end."""
 
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
+    prompt_tokens: Any = None  # as the worker reported them, unchecked
+    completion_tokens: Any = None
     done: bool = False
-    chunks: int = 0
+    relayed: int = 0  # answer chunks the client was sent (the usage-only chunk not counted)
 
 
 def classify(event: bytes, tally: StreamTally) -> bool:
@@ -29,7 +29,6 @@ def classify(event: bytes, tally: StreamTally) -> bool:
     if event == DONE:
         tally.done = True
         return False
-    tally.chunks += 1
     if b'"usage":{' not in event and b'"usage": {' not in event:
         return False
     try:
@@ -38,13 +37,10 @@ def classify(event: bytes, tally: StreamTally) -> bool:
         return False
     usage = doc.get("usage") if isinstance(doc, dict) else None
     if isinstance(usage, dict):
-        tally.prompt_tokens = _int(usage.get("prompt_tokens"))
-        tally.completion_tokens = _int(usage.get("completion_tokens"))
+        # As the worker sent them: whether they are billed is usage.bill's decision.
+        tally.prompt_tokens = usage.get("prompt_tokens")
+        tally.completion_tokens = usage.get("completion_tokens")
     return isinstance(doc, dict) and doc.get("choices") == []
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def error_event(message: str, code: str = "upstream_error") -> bytes:
@@ -52,15 +48,30 @@ def error_event(message: str, code: str = "upstream_error") -> bytes:
     return b"data: " + orjson.dumps(body) + b"\n\n"
 
 
-class EventSplitter:
-    """Feeds raw bytes, yields complete ``data:`` lines (SSE events are one data line here)."""
+class LineTooLong(Exception):
+    """A worker's event line passed the configured limit (the gateway buffers no more)."""
 
-    def __init__(self) -> None:
+
+class EventSplitter:
+    """Feeds raw bytes, yields complete ``data:`` lines (SSE events are one data line here).
+    A line longer than ``max_line`` bytes raises ``LineTooLong``."""
+
+    def __init__(self, max_line: int) -> None:
         self._buffer = b""
+        self.max_line = max_line
 
     def feed(self, chunk: bytes) -> list[bytes]:
         self._buffer += chunk
         if b"\n" not in chunk:
+            self._check(self._buffer)
             return []
         *lines, self._buffer = self._buffer.split(b"\n")
+        self._check(self._buffer)
+        for line in lines:
+            self._check(line)
         return [line.rstrip(b"\r") for line in lines if line.startswith(b"data:")]
+
+    def _check(self, line: bytes) -> None:
+        if len(line) > self.max_line:
+            raise LineTooLong(f"an event line of the stream passed the limit of"
+                              f" {self.max_line} bytes")

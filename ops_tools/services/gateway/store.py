@@ -21,6 +21,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from ops_tools.services.gateway.schema import (
     api_keys,
     heartbeats,
+    operator_conduct,
     receipts,
     settlements,
     workers,
@@ -38,6 +39,16 @@ def new_key() -> str:
 
 
 @dataclass(frozen=True)
+class Opening:
+    """The receipt a reservation opens (settle_status ``open`` until the request ends)."""
+
+    request_id: str
+    model: str
+    kind: str
+    genesis_hash: str
+
+
+@dataclass(frozen=True)
 class Reservation:
     key_id: int
     account: str
@@ -45,6 +56,7 @@ class Reservation:
     rpm: int | None
     tpm: int | None
     window: int
+    opening: Opening
 
 
 class KeyRejected(Exception):
@@ -143,15 +155,26 @@ _COUNT = (
 _RELEASE = (
     "UPDATE gateway_api_keys SET reserved = reserved - {p}, spent = spent + {p} WHERE id = {p}"
 )
-RECEIPT_FIELDS = (
-    "id", "key_id", "payer", "operator", "worker", "model", "kind", "input_tokens",
-    "output_tokens", "cost", "reserved", "status", "error", "genesis_hash", "created_at",
+_OPEN = (
+    "INSERT INTO gateway_receipts (id, key_id, payer, model, kind, input_tokens, output_tokens,"
+    " cost, reserved, status, genesis_hash, created_at, settle_status)"
+    " VALUES ({p}, {p}, {p}, {p}, {p}, 0, 0, 0, {p}, 'open', {p}, {p}, 'open')"
 )
-_RECEIPT = (
-    "INSERT INTO gateway_receipts (id, key_id, payer, operator, worker, model, kind,"
-    " input_tokens, output_tokens, cost, reserved, status, error, genesis_hash, created_at,"
-    " settle_status) VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}, {p},"
-    " {p}, {p}, 'pending')"
+RECEIPT_FIELDS = (
+    "operator", "worker", "input_tokens", "output_tokens", "cost", "status", "error",
+    "usage_discrepancy",
+)
+# Guarded by ``open``: a receipt the reconciler already closed is not charged a second time.
+_CLOSE = (
+    "UPDATE gateway_receipts SET operator = {p}, worker = {p}, input_tokens = {p},"
+    " output_tokens = {p}, cost = {p}, status = {p}, error = {p}, usage_discrepancy = {p},"
+    " settle_status = 'pending' WHERE id = {p} AND settle_status = 'open'"
+)
+_MISREPORT = (
+    "INSERT INTO gateway_operator_conduct (operator, genesis_hash, misreports, last_reason,"
+    " last_at) VALUES ({p}, {p}, 1, {p}, {p}) ON CONFLICT (operator, genesis_hash) DO UPDATE"
+    " SET misreports = gateway_operator_conduct.misreports + 1,"
+    " last_reason = excluded.last_reason, last_at = excluded.last_at"
 )
 _TOKENS = (
     'UPDATE gateway_rate_windows SET tokens = tokens + {p} WHERE key_id = {p} AND "window" = {p}'
@@ -192,8 +215,9 @@ class _Tx:
             self.conn.close()  # back to the pool
 
 
-def reserve(engine: Engine, key: str, amount: int, now: float) -> Reservation:
-    """Reserve ``amount`` plancks of the key's budget and count the request in its window."""
+def reserve(engine: Engine, key: str, amount: int, now: float, opening: Opening) -> Reservation:
+    """Reserve ``amount`` plancks of the key's budget, count the request in its window and open
+    its receipt, in one transaction."""
     window = int(now // 60)
     key_hash = hash_key(key)
     with _Tx(engine) as cur:
@@ -212,18 +236,65 @@ def reserve(engine: Engine, key: str, amount: int, now: float) -> Reservation:
                 raise KeyRejected("rpm", rpm, retry)
             if tpm is not None and tokens >= tpm:
                 raise KeyRejected("tpm", tpm, retry)
-    return Reservation(key_id, account, amount, rpm, tpm, window)
+        cur.execute(_sql(engine, _OPEN), (opening.request_id, key_id, account, opening.model,
+                                          opening.kind, amount, opening.genesis_hash, now))
+    return Reservation(key_id, account, amount, rpm, tpm, window, opening)
 
 
-def settle_request(engine: Engine, reservation: Reservation, receipt: dict[str, Any]) -> None:
-    """Release the reservation, charge the actual cost and write the receipt, atomically."""
+def settle_request(engine: Engine, reservation: Reservation, receipt: dict[str, Any]) -> bool:
+    """Close the receipt, release the reservation and charge the actual cost, atomically; count
+    a usage discrepancy against the operator. False when the receipt was no longer open (the
+    reconciler closed it): nothing is charged or released twice."""
+    opening = reservation.opening
     with _Tx(engine) as cur:
+        cur.execute(_sql(engine, _CLOSE),
+                    (*(receipt[f] for f in RECEIPT_FIELDS), opening.request_id))
+        if cur.rowcount != 1:
+            return False
         cur.execute(_sql(engine, _RELEASE),
                     (reservation.amount, receipt["cost"], reservation.key_id))
-        cur.execute(_sql(engine, _RECEIPT), tuple(receipt[f] for f in RECEIPT_FIELDS))
         if reservation.tpm is not None:
             used = receipt["input_tokens"] + receipt["output_tokens"]
             cur.execute(_sql(engine, _TOKENS), (used, reservation.key_id, reservation.window))
+        if receipt["usage_discrepancy"] and receipt["operator"]:
+            cur.execute(_sql(engine, _MISREPORT), (
+                receipt["operator"], opening.genesis_hash, receipt["usage_discrepancy"],
+                time.time()))
+    return True
+
+
+def reconcile_open(engine: Engine, older_than: float) -> int:
+    """Close the receipts of requests that a gateway lost (opened before ``older_than``, the
+    longest a request can live, and still open: its process crashed, or its final write
+    failed) and release their reservations. Nothing is charged: the gateway cannot tell what
+    was delivered. Returns how many it closed."""
+    closed = 0
+    with _w(engine).begin() as conn:
+        rows = conn.execute(
+            select(receipts.c.id, receipts.c.key_id, receipts.c.reserved).where(
+                receipts.c.settle_status == "open", receipts.c.created_at < older_than)
+        ).all()
+        for rid, key_id, reserved in rows:
+            done = conn.execute(
+                update(receipts).where(receipts.c.id == rid, receipts.c.settle_status == "open")
+                .values(status="failed", cost=0, settle_status="pending",
+                        error="the gateway lost this request; reconciled: nothing charged,"
+                              " the reservation released")
+            ).rowcount
+            if done:
+                conn.execute(update(api_keys).where(api_keys.c.id == key_id)
+                             .values(reserved=api_keys.c.reserved - reserved))
+                closed += 1
+    return closed
+
+
+def misreporting_operators(engine: Engine, genesis_hash: str) -> list[dict[str, Any]]:
+    """Every operator with usage misreports on this network: count, latest reason and time."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(operator_conduct).where(operator_conduct.c.genesis_hash == genesis_hash)
+        ).mappings().all()
+    return [dict(r) for r in rows]
 
 
 def usage(engine: Engine, key: str, limit: int = 100) -> dict[str, Any] | None:
@@ -258,6 +329,7 @@ def receipt_json(row: Any) -> dict[str, Any]:
         "error": row["error"], "genesis_hash": row["genesis_hash"],
         "created_at": row["created_at"], "settle_status": row["settle_status"],
         "settled_extrinsic": row["settled_extrinsic"], "settled_block": row["settled_block"],
+        "usage_discrepancy": row["usage_discrepancy"],
     }
 
 
@@ -379,23 +451,55 @@ def claim_for_settlement(engine: Engine, genesis_hash: str) -> list[tuple[int, s
     return out
 
 
+def record_submission(engine: Engine, sid: int, *, extrinsic_hash: str, nonce: int,
+                      era_birth: int, era_period: int) -> None:
+    """Before the transfer is sent: from here on, only the chain decides whether it paid."""
+    with _w(engine).begin() as conn:
+        done = conn.execute(update(settlements).where(
+            settlements.c.id == sid, settlements.c.status == "submitting").values(
+            status="submitted", extrinsic_hash=extrinsic_hash, nonce=nonce,
+            era_birth=era_birth, era_period=era_period)).rowcount
+    if done != 1:
+        raise RuntimeError(f"settlement {sid} is no longer being submitted by this run")
+
+
+def unresolved_settlements(engine: Engine, genesis_hash: str,
+                           claimed_before: float) -> list[dict[str, Any]]:
+    """Settlements whose outcome is open: every ``submitted`` one (sent, or perhaps sent, and
+    not yet seen on chain), and ``submitting`` ones claimed before ``claimed_before`` (a run
+    that ended before it recorded a transfer: nothing was sent)."""
+    with engine.connect() as conn:
+        rows = conn.execute(select(settlements).where(
+            settlements.c.genesis_hash == genesis_hash,
+            (settlements.c.status == "submitted")
+            | ((settlements.c.status == "submitting")
+               & (settlements.c.created_at < claimed_before)),
+        ).order_by(settlements.c.id)).mappings().all()
+    return [dict(r) for r in rows]
+
+
 def finish_settlement(
     engine: Engine, sid: int, *, extrinsic_hash: str | None, block_hash: str | None,
     block_number: int | None, error: str | None,
 ) -> None:
+    """The outcome: settled (the receipts name the extrinsic), or failed, and the receipts go
+    back to pending (only when the chain shows the transfer cannot be included)."""
+    still_open = (settlements.c.id == sid) & settlements.c.status.in_(("submitting", "submitted"))
     with _w(engine).begin() as conn:
         if error is None:
-            conn.execute(update(settlements).where(settlements.c.id == sid).values(
+            done = conn.execute(update(settlements).where(still_open).values(
                 status="settled", extrinsic_hash=extrinsic_hash, block_hash=block_hash,
-                block_number=block_number))
-            conn.execute(update(receipts).where(receipts.c.settlement_id == sid).values(
-                settle_status="settled", settled_extrinsic=extrinsic_hash,
-                settled_block=block_number))
+                block_number=block_number)).rowcount
+            if done:
+                conn.execute(update(receipts).where(receipts.c.settlement_id == sid).values(
+                    settle_status="settled", settled_extrinsic=extrinsic_hash,
+                    settled_block=block_number))
         else:  # back to pending: the next run pays them
-            conn.execute(update(settlements).where(settlements.c.id == sid).values(
-                status="failed", error=error[:2000]))
-            conn.execute(update(receipts).where(receipts.c.settlement_id == sid).values(
-                settle_status="pending", settlement_id=None))
+            done = conn.execute(update(settlements).where(still_open).values(
+                status="failed", error=error[:2000])).rowcount
+            if done:  # (another instance resolved it first otherwise)
+                conn.execute(update(receipts).where(receipts.c.settlement_id == sid).values(
+                    settle_status="pending", settlement_id=None))
 
 
 def settlement_rows(engine: Engine, limit: int = 100) -> list[dict[str, Any]]:

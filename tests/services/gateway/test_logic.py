@@ -9,12 +9,12 @@ import orjson
 import pytest
 from substrateinterface import Keypair
 
-from ops_tools.services.gateway import wire
+from ops_tools.services.gateway import usage, wire
 from ops_tools.services.gateway.announce import sign_announce, verify_announce
 from ops_tools.services.gateway.openai_errors import OpenAIError
 from ops_tools.services.gateway.pricing import Price
 from ops_tools.services.gateway.router import ChainView, Router, RouterPolicy, Worker
-from ops_tools.services.gateway.sse import EventSplitter, StreamTally, classify
+from ops_tools.services.gateway.sse import EventSplitter, LineTooLong, StreamTally, classify
 from ops_tools.services.worker import test_engine
 
 GENESIS = "0x" + "ab" * 32
@@ -134,7 +134,7 @@ def test_parse_rejects_non_json():
 
 
 def test_sse_splitter_and_usage():
-    splitter = EventSplitter()
+    splitter = EventSplitter(1024)
     tally = StreamTally()
     usage_chunk = {"id": "x", "choices": [], "usage": {"prompt_tokens": 3,
                                                         "completion_tokens": 4}}
@@ -184,3 +184,47 @@ def test_test_engine_is_deterministic_and_counts_honestly():
     emb = test_engine.embed({"model": "e", "input": ["a b", "c"]})
     assert emb["usage"]["prompt_tokens"] == 3 and len(emb["data"]) == 2
     assert emb["data"][0]["embedding"] != emb["data"][1]["embedding"]
+
+
+@pytest.mark.parametrize("prompt,completion,why", [
+    (-1_000_000_000, 3, "prompt_tokens=-1000000000 is negative"),
+    (2**63, 3, "prompt_tokens=9223372036854775808 is over the bound 100"),
+    (5, 2**63, "completion_tokens=9223372036854775808 is over the bound 10"),
+    (1.5, 3, "prompt_tokens=1.5 is not an integer"),
+    ("7", 3, "prompt_tokens='7' is not an integer"),
+    (True, 3, "prompt_tokens=True is not an integer"),
+    (None, 3, "prompt_tokens missing"),
+    (5, 11, "completion_tokens=11 is over the bound 10"),
+])
+def test_usage_a_worker_cannot_vouch_for_is_replaced_by_the_gateways_count(
+        prompt, completion, why):
+    billed = usage.bill(prompt, completion, input_bound=100, output_bound=10,
+                        count=lambda: (4, 50))
+    # The gateway's count, itself capped by the bounds; the lie is named on the receipt.
+    assert (billed.input_tokens, billed.output_tokens) == (4, 10)
+    assert billed.discrepancy is not None and why in billed.discrepancy
+
+
+def test_usage_within_bounds_is_billed_as_reported_without_counting():
+    def never() -> tuple[int, int]:
+        raise AssertionError("an honest answer is not counted")
+
+    assert usage.bill(100, 0, input_bound=100, output_bound=10, count=never) == usage.Billed(
+        100, 0, None)
+
+
+def test_gateway_word_counts():
+    assert usage.prompt_words("chat", {"messages": [
+        {"role": "user", "content": "two words"},
+        {"role": "user", "content": [{"type": "text", "text": "three more  words"}]}]}) == 6
+    assert usage.prompt_words("text", {"prompt": [1, 2, 3]}) == 3
+    assert usage.answer_words({"choices": [{"message": {"content": "a b c"}}]}) == 3
+    assert usage.answer_words({"choices": [{"text": " x  y "}]}) == 2
+    assert usage.answer_words(["not", "a", "completion"]) == 0
+
+
+def test_sse_line_limit():
+    splitter = EventSplitter(16)
+    assert splitter.feed(b"data: short\n\n") == [b"data: short"]
+    with pytest.raises(LineTooLong):
+        splitter.feed(b"data: " + b"x" * 20)  # no newline yet: still refused as it grows
