@@ -12,7 +12,7 @@ import time
 
 from ops_tools.errors import OpsError
 from ops_tools.operator.context import Context
-from ops_tools.operator.steps import Outcome
+from ops_tools.operator.steps import Outcome, gone
 from ops_tools.wallet import operator
 from ops_tools.wallet.errors import ChainRejection
 
@@ -50,3 +50,18 @@ def run(ctx: Context) -> Outcome:
     who = "ours" if target in ours else "the worker's"
     return Outcome(f"heartbeat for epoch {last} on chain ({who}); the worker keeps them going",
                    {"heartbeat_epoch": last, "heartbeat_epochs_sent": ours})
+
+
+def check(ctx: Context) -> str | None:
+    """The chain's last heartbeat is within the epoch rule: a heartbeat for the current epoch
+    would be accepted (current - last <= MaxHeartbeatEpochAdvance)."""
+    substrate, address = ctx.substrate(), ctx.facts["account"]
+    if not operator.operator_record(substrate, address):
+        return gone(ctx, f"the chain has no registration for {address}, so no heartbeat")
+    last, current = _last(ctx)
+    constant = substrate.get_constant(operator.PALLET, "MaxHeartbeatEpochAdvance")
+    advance = int(constant.value) if constant is not None else 1
+    if current - last > advance:
+        return (f"the last heartbeat of {address} is epoch {last}, the current epoch {current}:"
+                f" more than MaxHeartbeatEpochAdvance ({advance}) behind")
+    return None
