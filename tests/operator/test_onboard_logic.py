@@ -185,3 +185,17 @@ def test_heartbeat_state():
     assert heartbeat_state(5, 5) == "current"
     assert heartbeat_state(4, 5).startswith("behind by 1")
     assert heartbeat_state(1, 5).startswith("behind by 4 epochs")
+
+
+def test_gpu_check_redoes_the_detection_when_the_gpus_are_gone(fake_path, tmp_path):
+    """The journal records the H100; the server now shows none (or another answer): the check
+    names it and the step is run again (which then stops with the detection's own error)."""
+    fake_path("h100")
+    journal = Journal(tmp_path / "j.json", "op1")
+    ctx = Context(options(tmp_path), journal)
+    journal.finish(journal.begin("gpu"), "1 GPU", gpu_step.run(ctx).facts)
+    assert gpu_step.check(ctx) is None
+    fake_path("none")
+    assert "no NVIDIA GPU found" in gpu_step.check(ctx)
+    ctx_no_gpu = Context(options(tmp_path, no_gpu=True), journal)
+    assert "differ from the journal's" in gpu_step.check(ctx_no_gpu)
