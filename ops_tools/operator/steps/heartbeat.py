@@ -37,6 +37,12 @@ def _registration(ctx: Context) -> list | None:
     return [number, substrate.get_block_hash(number)]
 
 
+def _block(registration: object) -> str:
+    if isinstance(registration, list) and len(registration) == 2:
+        return f"block {registration[0]} ({str(registration[1])[:10]}…)"
+    return "no block the journal knows"
+
+
 def run(ctx: Context) -> Outcome:
     last, target = _last(ctx)
     ours: list[int] = []
@@ -72,8 +78,8 @@ def check(ctx: Context) -> str | None:
         return gone(ctx, f"the chain has no registration for {address}, so no heartbeat")
     sent_for, now = ctx.facts.get("heartbeat_registration"), _registration(ctx)
     if sent_for != now:
-        return gone(ctx, f"the heartbeat was for the registration in block {sent_for}; the"
-                         f" chain's is in block {now}")
+        return gone(ctx, f"the heartbeat was for the registration in {_block(sent_for)}; the"
+                         f" chain's is in {_block(now)}")
     last, current = _last(ctx)
     constant = substrate.get_constant(operator.PALLET, "MaxHeartbeatEpochAdvance")
     advance = int(constant.value) if constant is not None else 1
