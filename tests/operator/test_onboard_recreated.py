@@ -21,7 +21,8 @@ from ops_tools.operator import gateway_client
 from tests.operator.conftest import ONBOARD_PASSPHRASE
 from tests.operator.onboard_stacks import BIN, localnet_stack, run
 
-pytestmark = pytest.mark.slow
+# Two local networks brought up, three onboardings, and the lock, which another run may hold.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 NAME = "op1"
 CHAIN_STEPS = ["funding", "attestation", "stake", "daemon", "heartbeat"]
 
