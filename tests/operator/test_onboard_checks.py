@@ -13,6 +13,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -115,6 +116,18 @@ def worker(stack):
 def live(opts: Options, account: str) -> bool:
     row = gateway_client.worker_view(opts.gateway_url, account)
     return bool(row and row.get("live"))
+
+
+def test_a_run_where_everything_holds_redoes_nothing(worker):
+    """Every check passes on what the onboarding left: nothing is redone (no false alarm)."""
+    display = Recorder()
+    started = time.monotonic()
+    result = runner.onboard(worker, display)
+    took = time.monotonic() - started
+    print(f"\nonboard again, every step checked, nothing redone: {took:.1f} s")
+    assert result.ran == [] and result.redone == {}
+    assert result.skipped == list(runner.STEP_NAMES)
+    assert [kind for kind, _title, _text in display.lines if kind != "note"] == ["skipped"] * 7
 
 
 # --- daemon: the program, its files, the gateway's view --------------------------------------
