@@ -276,6 +276,10 @@ def test_funding_stake_and_heartbeat_redone_when_the_chain_lacks_them(stack, tmp
     record = operator.operator_record(ctx.substrate(), address)
     assert record["attestation_hash"] == ctx.facts["attestation_hash"]
     assert stake.check(ctx) is None
+    ctx.facts["registered_attestation_hash"] = "0x" + "ef" * 32
+    assert f"binds attestation {record['attestation_hash']}, not the journal's 0x{'ef' * 32}" \
+        in stake.check(ctx)
+    ctx.facts["registered_attestation_hash"] = record["attestation_hash"]
 
     # A heartbeat journaled for another registration (of the same block number, on a network
     # since re-created) is not this one's.
@@ -294,3 +298,18 @@ def test_funding_stake_and_heartbeat_redone_when_the_chain_lacks_them(stack, tmp
     last = operator.operator_record(ctx.substrate(), address)["last_heartbeat_epoch"]
     assert last >= operator.current_epoch(ctx.substrate()) - 1
     ctx.close()
+
+
+def test_a_chain_without_the_journaled_block_is_named_re_created(stack, worker):
+    """Same genesis, another history: the preflight says so and every reason ends with it."""
+    assert not context(worker).recreated
+    journal = Journal.open(worker.journal_path, worker.name)
+    journal.facts["chain_seen"] = [1, "0x" + "ee" * 32]  # a block 1 this chain never had
+    journal.save()
+    display = Recorder()
+    ctx = context(worker, display)
+    assert ctx.recreated
+    assert any("the network was re-created" in text for kind, _t, text in display.lines
+               if kind == "note")
+    supervisorctl(stack, "stop", worker.program)
+    assert daemon.check(ctx).endswith("is not running (supervisor): the network was re-created")
