@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from ops_tools.cli.output import err_console, print_json
 from ops_tools.deploy import paths
@@ -54,7 +55,11 @@ def _local(path: Path) -> Path | None:
 
 class RichDisplay:
     def skipped(self, title: str, detail: str) -> None:
-        err_console.print(f"[green]✓[/] {title} [dim](done earlier: {detail})[/]")
+        err_console.print(f"[green]✓[/] {title} [dim](done earlier, still true: {detail})[/]")
+
+    def redoing(self, title: str, reason: str) -> None:
+        err_console.print(f"[yellow]↻[/] {title}: done earlier, but {escape(reason)}; doing it"
+                          " again", highlight=False)
 
     def started(self, title: str) -> None:
         err_console.print(f"[bold]▶ {title}[/]")
@@ -160,7 +165,8 @@ def onboard(
         typer.confirm(f"Onboard operator {name!r} on {opts.rpc_url} (stake, faucet drip, a"
                       f" {service_manager} service)?", abort=True)
     result = runner.onboard(opts, RichDisplay())
-    out = report.onboarding_report(result.journal, result.ran, result.skipped)
+    out = report.onboarding_report(result.journal, result.ran, result.skipped,
+                                      result.redone)
     report.save(opts.state_dir / "report.json", out)
     if json_out:
         print_json(out)

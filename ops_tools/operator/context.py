@@ -76,6 +76,9 @@ class Context:
     options: Options
     journal: Journal
     emit: Emit = lambda _msg: None
+    # Set by the preflight when the chain no longer has the blocks the journal saw: the network
+    # was re-created with the same genesis (``localnet down --purge`` then ``up``).
+    recreated: bool = False
     _passphrase: str | None = None
     _substrate: SubstrateInterface | None = None
     _keypair: Keypair | None = None

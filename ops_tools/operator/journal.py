@@ -7,7 +7,9 @@ account, the attestation hash, ...) are kept beside the steps. Nothing secret is
 no passphrase, no key, no API key.
 
 The journal belongs to one network: a journal of another genesis (the network was reset) is
-moved aside as ``journal.<genesis>.json`` and onboarding starts afresh on the new one.
+moved aside as ``journal.<genesis>.json`` and onboarding starts afresh on the new one, except for
+what belongs to the machine, not the network: the GPU detection and the account (whose check
+then refuses to go on without it rather than create another).
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ from ops_tools import atomic
 from ops_tools.errors import OpsError
 
 VERSION = 1
+# Steps and facts of the machine, kept across a network reset (their checks still run).
+MACHINE_STEPS = ("gpu", "wallet")
+MACHINE_FACTS = ("gpu", "account", "eth_address", "keystore", "mnemonic_backup")
 
 
 @dataclass
@@ -72,7 +77,9 @@ class Journal:
             return True
         old = self.path.with_name(f"journal.{self.genesis_hash}.json")
         self.path.rename(old)
-        self.genesis_hash, self.steps, self.facts = genesis_hash, [], {}
+        self.genesis_hash = genesis_hash
+        self.steps = [s for s in self.steps if s.name in MACHINE_STEPS and s.status == "done"]
+        self.facts = {k: v for k, v in self.facts.items() if k in MACHINE_FACTS}
         self.save()
         return False
 

@@ -10,7 +10,8 @@ from ops_tools import atomic
 from ops_tools.operator.journal import Journal
 
 
-def onboarding_report(journal: Journal, ran: list[str], skipped: list[str]) -> dict[str, Any]:
+def onboarding_report(journal: Journal, ran: list[str], skipped: list[str],
+                      redone: dict[str, str] | None = None) -> dict[str, Any]:
     f = journal.facts
     return {
         "name": journal.name,
@@ -34,6 +35,8 @@ def onboarding_report(journal: Journal, ran: list[str], skipped: list[str]) -> d
                    "detail": s.detail} for s in journal.steps],
         "ran": ran,
         "skipped": skipped,
+        # Steps the journal marked done whose result was gone, and why (they are in "ran").
+        "redone": [{"step": step, "reason": why} for step, why in (redone or {}).items()],
     }
 
 

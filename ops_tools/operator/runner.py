@@ -1,4 +1,10 @@
-"""The onboarding run: a preflight, then each step not yet done, journaled."""
+"""The onboarding run: a preflight, then each step, journaled.
+
+A step the journal marks done is skipped only when its ``check`` finds what it produced still
+true in the world (the keystore, the chain, the attestation service, the service manager, the
+gateway); a step whose result is gone is run again and the output says why. The journal says
+what was attempted; the world says what is true.
+"""
 
 from __future__ import annotations
 
@@ -27,6 +33,7 @@ STEP_NAMES = tuple(s.NAME for s in STEPS)
 
 class Display(Protocol):
     def skipped(self, title: str, detail: str) -> None: ...
+    def redoing(self, title: str, reason: str) -> None: ...
     def started(self, title: str) -> None: ...
     def finished(self, title: str, detail: str) -> None: ...
     def failed(self, title: str, error: str) -> None: ...
@@ -38,6 +45,7 @@ class RunResult:
     journal: Journal
     ran: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    redone: dict[str, str] = field(default_factory=dict)  # step -> why its result was gone
 
 
 def prepare(opts: Options) -> None:
@@ -55,6 +63,7 @@ def preflight(ctx: Context) -> None:
     genesis = operator.genesis_hash(substrate)
     if not ctx.journal.bind_network(genesis):
         ctx.emit(f"the network was reset (genesis {genesis}): onboarding starts afresh")
+    _check_history(ctx)
     minimum = operator.min_stake(substrate) or 0
     wanted = minimum if opts.stake is None else opts.stake
     if wanted < minimum:
@@ -69,6 +78,58 @@ def preflight(ctx: Context) -> None:
     ctx.journal.save()
 
 
+def _check_history(ctx: Context) -> None:
+    """Same genesis, other history: the journal keeps a finalized block it saw; a chain without
+    that block is a network re-created from the same spec (its genesis cannot tell)."""
+    substrate = ctx.substrate()
+    seen = ctx.facts.get("chain_seen")
+    if isinstance(seen, list) and len(seen) == 2:
+        number, block_hash = int(seen[0]), str(seen[1])
+        now = substrate.get_block_hash(number)
+        if now != block_hash:
+            ctx.recreated = True
+            ctx.emit(f"the chain's block {number} is {now or 'not there'}, not {block_hash} as"
+                     " the journal saw it: the network was re-created with the same genesis;"
+                     " every step's result is checked and redone where it is gone")
+
+
+def _remember_history(ctx: Context) -> None:
+    """After a complete run only: a run that stops keeps the block of the last one."""
+    substrate = ctx.substrate()
+    head = substrate.get_chain_finalised_head()
+    ctx.facts["chain_seen"] = [substrate.get_block_number(head), head]
+    ctx.journal.save()
+
+
+def settle(ctx: Context, step: Any, display: Display, result: RunResult) -> None:
+    """Run ``step`` unless the journal marks it done and its ``check`` finds its result true."""
+    journal = ctx.journal
+    if journal.done(step.NAME):
+        why = step.check(ctx)
+        if why is None:
+            rec = journal.record(step.NAME)
+            display.skipped(step.TITLE, rec.detail if rec else "")
+            result.skipped.append(step.NAME)
+            return
+        display.redoing(step.TITLE, why)
+        result.redone[step.NAME] = why
+    display.started(step.TITLE)
+    rec = journal.begin(step.NAME)
+    try:
+        outcome = step.run(ctx)
+    except OpsError as exc:
+        journal.fail(rec, str(exc))
+        display.failed(step.TITLE, str(exc))
+        raise
+    except Exception as exc:  # an unexpected failure is still journaled and named
+        journal.fail(rec, f"{type(exc).__name__}: {exc}")
+        display.failed(step.TITLE, str(exc))
+        raise OpsError(f"{step.NAME}: {type(exc).__name__}: {exc}") from exc
+    journal.finish(rec, outcome.detail, outcome.facts)
+    display.finished(step.TITLE, outcome.detail)
+    result.ran.append(step.NAME)
+
+
 def onboard(opts: Options, display: Display,
             on_context: Callable[[Context], None] | None = None) -> RunResult:
     prepare(opts)
@@ -80,26 +141,8 @@ def onboard(opts: Options, display: Display,
     try:
         preflight(ctx)
         for step in STEPS:
-            if journal.done(step.NAME):
-                rec = journal.record(step.NAME)
-                display.skipped(step.TITLE, rec.detail if rec else "")
-                result.skipped.append(step.NAME)
-                continue
-            display.started(step.TITLE)
-            rec = journal.begin(step.NAME)
-            try:
-                outcome = step.run(ctx)
-            except OpsError as exc:
-                journal.fail(rec, str(exc))
-                display.failed(step.TITLE, str(exc))
-                raise
-            except Exception as exc:  # an unexpected failure is still journaled and named
-                journal.fail(rec, f"{type(exc).__name__}: {exc}")
-                display.failed(step.TITLE, str(exc))
-                raise OpsError(f"{step.NAME}: {type(exc).__name__}: {exc}") from exc
-            journal.finish(rec, outcome.detail, outcome.facts)
-            display.finished(step.TITLE, outcome.detail)
-            result.ran.append(step.NAME)
+            settle(ctx, step, display, result)
+        _remember_history(ctx)
     finally:
         ctx.close()
     return result

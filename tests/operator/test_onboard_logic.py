@@ -142,14 +142,19 @@ def test_journal_resumes_and_keeps_one_record_per_step(tmp_path):
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
-def test_journal_of_another_network_is_moved_aside(tmp_path):
+def test_journal_of_another_network_is_moved_aside_keeping_the_machines_account(tmp_path):
     path = tmp_path / "journal.json"
     journal = Journal.open(path, "op1")
     journal.bind_network("0x" + "11" * 32)
-    journal.finish(journal.begin("gpu"), "x", {"account": "5F..."})
+    journal.finish(journal.begin("wallet"), "created", {"account": "5F...",
+                                                        "mnemonic_backup": "/b"})
+    journal.finish(journal.begin("stake"), "registered", {"registered_at": 31})
     fresh = Journal.open(path, "op1")
     assert not fresh.bind_network("0x" + "22" * 32)
-    assert fresh.steps == [] and fresh.facts == {}
+    # The account is the machine's: kept (and checked), never created again after a reset.
+    assert [s.name for s in fresh.steps] == ["wallet"]
+    assert fresh.facts == {"account": "5F...", "mnemonic_backup": "/b"}
+    assert Journal.open(path, "op1").genesis_hash == "0x" + "22" * 32
     assert (tmp_path / f"journal.0x{'11' * 32}.json").exists()
 
 
@@ -185,3 +190,17 @@ def test_heartbeat_state():
     assert heartbeat_state(5, 5) == "current"
     assert heartbeat_state(4, 5).startswith("behind by 1")
     assert heartbeat_state(1, 5).startswith("behind by 4 epochs")
+
+
+def test_gpu_check_redoes_the_detection_when_the_gpus_are_gone(fake_path, tmp_path):
+    """The journal records the H100; the server now shows none (or another answer): the check
+    names it and the step is run again (which then stops with the detection's own error)."""
+    fake_path("h100")
+    journal = Journal(tmp_path / "j.json", "op1")
+    ctx = Context(options(tmp_path), journal)
+    journal.finish(journal.begin("gpu"), "1 GPU", gpu_step.run(ctx).facts)
+    assert gpu_step.check(ctx) is None
+    fake_path("none")
+    assert "no NVIDIA GPU found" in gpu_step.check(ctx)
+    ctx_no_gpu = Context(options(tmp_path, no_gpu=True), journal)
+    assert "differ from the journal's" in gpu_step.check(ctx_no_gpu)

@@ -18,7 +18,7 @@ from cryptography import x509
 
 from ops_tools.errors import OpsError
 from ops_tools.operator.context import Context
-from ops_tools.operator.steps import Outcome
+from ops_tools.operator.steps import Outcome, gone
 from ops_tools.services.attestation.verify import Expected, Trust, verify_report
 from ops_tools.wallet import attest, operator
 
@@ -61,3 +61,24 @@ def run(ctx: Context) -> Outcome:
          "attestation_report_url": f"{url}/v1/reports/{report['hash']}",
          "attestation_mock_root": root, "attestation_mock": bool(report.get("mock"))},
     )
+
+
+def check(ctx: Context) -> str | None:
+    """The attestation service still knows the journaled report, for this account and network."""
+    url = attest.resolve_url(ctx.options.attestation_url)
+    report_hash = ctx.facts["attestation_hash"]
+    try:
+        response = httpx.get(f"{url}/v1/reports/{report_hash}", timeout=ctx.options.rpc_timeout_s)
+        if response.status_code == 404:
+            return gone(ctx, f"the attestation service {url} does not know report {report_hash}")
+        response.raise_for_status()
+        report = response.json()["report"]
+        account, genesis = report["account"], report["genesis_hash"]
+    except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+        raise OpsError(f"attestation: cannot check the journaled report {report_hash} at {url}"
+                       f" ({exc}); nothing was redone; check --attestation-url and run onboard"
+                       " again") from None
+    if account != ctx.facts["account"] or genesis != ctx.journal.genesis_hash:
+        return (f"the attestation service's report {report_hash} is for account {account} on"
+                f" genesis {genesis}, not {ctx.facts['account']} on {ctx.journal.genesis_hash}")
+    return None

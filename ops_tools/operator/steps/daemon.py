@@ -20,7 +20,7 @@ from ops_tools import atomic
 from ops_tools.errors import InputError, OpsError
 from ops_tools.operator import gateway_client, units
 from ops_tools.operator.context import TEST_ENGINE, Context, Options
-from ops_tools.operator.steps import Outcome
+from ops_tools.operator.steps import Outcome, gone
 
 NAME = "daemon"
 TITLE = "Daemon"
@@ -49,26 +49,40 @@ def log_hint(opts: Options) -> str:
     return str(opts.state_dir / "worker.log")
 
 
-def _install_supervisor(opts: Options) -> None:
+def _supervisor_conf(opts: Options) -> Path:
     conf = opts.supervisor_conf
     if conf is None or not conf.is_file():
         raise InputError(f"--supervisor-conf: {conf}: no supervisord configuration there; give"
                          " the supervisord.conf whose conf.d/ takes the worker's program, or use"
                          " --service-manager systemd")
-    atomic.write_text(conf.parent / "conf.d" / f"{opts.program}.conf",
-                      units.supervisor_program(opts), mode=0o644)
-    ctl = [_tool("supervisorctl"), "-c", str(conf)]
+    return conf
+
+
+def _supervisor_ctl(opts: Options) -> list[str]:
+    return [_tool("supervisorctl"), "-c", str(_supervisor_conf(opts))]
+
+
+def _service_file(opts: Options) -> tuple[Path, str]:
+    """The systemd unit or supervisor program, and its text."""
+    if opts.service_manager == "systemd":
+        return opts.systemd_unit_dir / f"{opts.program}.service", units.systemd_unit(opts)
+    return (_supervisor_conf(opts).parent / "conf.d" / f"{opts.program}.conf",
+            units.supervisor_program(opts))
+
+
+def _install_supervisor(opts: Options) -> None:
+    ctl = _supervisor_ctl(opts)
+    path, text = _service_file(opts)
+    atomic.write_text(path, text, mode=0o644)
     _run([*ctl, "update", opts.program], "supervisorctl update")
-    status = subprocess.run([*ctl, "status", opts.program], capture_output=True, text=True,
-                            timeout=60, check=False)
-    if "RUNNING" not in status.stdout:
-        _run([*ctl, "restart", opts.program], "supervisorctl restart")
+    # restart whether update started it or it ran already: a re-run must pick up new files.
+    _run([*ctl, "restart", opts.program], "supervisorctl restart")
 
 
 def _install_systemd(opts: Options) -> None:
-    unit = opts.systemd_unit_dir / f"{opts.program}.service"
+    unit, text = _service_file(opts)
     try:
-        atomic.write_text(unit, units.systemd_unit(opts), mode=0o644)
+        atomic.write_text(unit, text, mode=0o644)
     except PermissionError:
         raise OpsError(f"daemon: cannot write {unit} (permission denied); run onboard as root"
                        " (sudo) or use --service-manager supervisor") from None
@@ -97,25 +111,32 @@ def _health(url: str) -> bool | str:
         return type(exc).__name__
 
 
-def run(ctx: Context) -> Outcome:
+def _files(ctx: Context) -> dict[Path, bytes]:
+    """What the worker reads at every start (each 0600): its configuration and secrets."""
     opts = ctx.options
     if opts.gateway_secret_file is None or not opts.gateway_secret_file.is_file():
         raise InputError(f"--gateway-secret-file: {opts.gateway_secret_file}: not a file; give"
                          " the gateway's worker secret (its operator hands it out)")
+    passphrase_file = opts.secrets_dir / "passphrase"
+    secret_file = opts.secrets_dir / "gateway_secret"
+    config = units.worker_config(opts, str(ctx.journal.genesis_hash), passphrase_file,
+                                 secret_file)
+    return {passphrase_file: ctx.passphrase().encode(),
+            secret_file: opts.gateway_secret_file.read_bytes(),
+            opts.state_dir / "worker.yml": config.encode()}
+
+
+def run(ctx: Context) -> Outcome:
+    opts = ctx.options
+    files = _files(ctx)
     if opts.engine_url != TEST_ENGINE:
         try:
             httpx.get(f"{opts.engine_url}/v1/models", timeout=10).raise_for_status()
         except httpx.HTTPError as exc:
             raise OpsError(f"daemon: the engine at {opts.engine_url} does not answer /v1/models"
                            f" ({exc}); start it first, or fix --engine-url") from None
-    secrets = opts.secrets_dir
-    passphrase_file = secrets / "passphrase"
-    secret_file = secrets / "gateway_secret"
-    atomic.write_text(passphrase_file, ctx.passphrase(), mode=0o600)
-    atomic.write_bytes(secret_file, opts.gateway_secret_file.read_bytes(), mode=0o600)
-    atomic.write_text(opts.state_dir / "worker.yml",
-                      units.worker_config(opts, str(ctx.journal.genesis_hash), passphrase_file,
-                                          secret_file), mode=0o600)
+    for path, content in files.items():
+        atomic.write_bytes(path, content, mode=0o600)
     if opts.service_manager == "systemd":
         _install_systemd(opts)
     else:
@@ -143,3 +164,44 @@ def run(ctx: Context) -> Outcome:
     facts["test_request_id"] = answer.request_id
     return Outcome(f"worker live at the gateway (models {', '.join(row['models'])}); test"
                    f" request {answer.request_id} answered by it", facts)
+
+
+def _running(opts: Options) -> bool:
+    if opts.service_manager == "systemd":
+        argv = ["systemctl", "is-active", opts.program]
+    else:
+        argv = [*_supervisor_ctl(opts), "status", opts.program]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    except OSError as exc:
+        raise OpsError(f"daemon: cannot run {argv[0]} ({exc.strerror}) to check the"
+                       " worker") from None
+    words = done.stdout.split()
+    return words == ["active"] if opts.service_manager == "systemd" else "RUNNING" in words
+
+
+def check(ctx: Context) -> str | None:
+    """The worker's files are what this run would write, its program or unit runs, and the
+    gateway lists it as live (asked a few times: one stale answer does not restart it)."""
+    opts = ctx.options
+    service_path, service_text = _service_file(opts)
+    expected = {**_files(ctx), service_path: service_text.encode()}
+    for path, content in expected.items():
+        try:
+            if path.read_bytes() != content:
+                return f"{path} differs from what this run would write"
+        except FileNotFoundError:
+            return gone(ctx, f"{path} is missing")
+    if not _running(opts):
+        return gone(ctx, f"{opts.program} is not running ({opts.service_manager})")
+    why = ""
+    deadline = time.monotonic() + min(opts.timeout_s, 15)
+    while True:
+        row = gateway_client.worker_view(opts.gateway_url, ctx.facts["account"])
+        if row is not None and row.get("live"):
+            return None
+        why = "it does not know the worker" if row is None else str(row.get("reason"))[:200]
+        if time.monotonic() > deadline:
+            return gone(ctx, f"the gateway {opts.gateway_url} does not list the worker as live"
+                             f" ({why})")
+        time.sleep(2)

@@ -8,7 +8,7 @@ from substrateinterface import Keypair, SubstrateInterface
 
 from ops_tools.errors import OpsError
 from ops_tools.operator.context import Context
-from ops_tools.operator.steps import Outcome
+from ops_tools.operator.steps import Outcome, gone
 from ops_tools.wallet import faucet_client, operator
 from ops_tools.wallet.tokens import format_tokens
 
@@ -78,3 +78,17 @@ def run(ctx: Context) -> Outcome:
     return Outcome(f"faucet dripped {amount} plancks (block {drip.get('block_number')});"
                    f" free balance {_plancks(free)}",
                    {"funded_free": str(free), "drip_extrinsic": drip.get("extrinsic_hash")})
+
+
+def check(ctx: Context) -> str | None:
+    """The free balance still covers stake and fees, or the stake is already reserved by the
+    registration it paid for; else the faucet is asked again."""
+    substrate, address = ctx.substrate(), ctx.facts["account"]
+    if operator.operator_record(substrate, address):
+        return None
+    need, _fees = needed(ctx)
+    free = operator.read_balance(substrate, address).free
+    if free >= need:
+        return None
+    return gone(ctx, f"the account {address} has {_plancks(free)} and no registration; the stake"
+                     f" and fees need {_plancks(need)}")

@@ -12,7 +12,7 @@ import time
 
 from ops_tools.errors import OpsError
 from ops_tools.operator.context import Context
-from ops_tools.operator.steps import Outcome
+from ops_tools.operator.steps import Outcome, gone
 from ops_tools.wallet import operator
 from ops_tools.wallet.errors import ChainRejection
 
@@ -24,6 +24,23 @@ def _last(ctx: Context) -> tuple[int, int]:
     substrate = ctx.substrate()
     record = operator.operator_record(substrate, ctx.facts["account"]) or {}
     return int(record.get("last_heartbeat_epoch", -1)), operator.current_epoch(substrate)
+
+
+def _registration(ctx: Context) -> list | None:
+    """The registration the heartbeats are for: its block's number and hash (a block number
+    alone repeats on a network re-created from the same spec)."""
+    substrate = ctx.substrate()
+    record = operator.operator_record(substrate, ctx.facts["account"])
+    if not record:
+        return None
+    number = int(record["registered_at"])
+    return [number, substrate.get_block_hash(number)]
+
+
+def _block(registration: object) -> str:
+    if isinstance(registration, list) and len(registration) == 2:
+        return f"block {registration[0]} ({str(registration[1])[:10]}…)"
+    return "no block the journal knows"
 
 
 def run(ctx: Context) -> Outcome:
@@ -49,4 +66,24 @@ def run(ctx: Context) -> Outcome:
         last, _ = _last(ctx)
     who = "ours" if target in ours else "the worker's"
     return Outcome(f"heartbeat for epoch {last} on chain ({who}); the worker keeps them going",
-                   {"heartbeat_epoch": last, "heartbeat_epochs_sent": ours})
+                   {"heartbeat_epoch": last, "heartbeat_epochs_sent": ours,
+                    "heartbeat_registration": _registration(ctx)})
+
+
+def check(ctx: Context) -> str | None:
+    """The heartbeat was for the registration the chain has, and the chain's last heartbeat is
+    within the epoch rule: one for the current epoch would be accepted."""
+    substrate, address = ctx.substrate(), ctx.facts["account"]
+    if not operator.operator_record(substrate, address):
+        return gone(ctx, f"the chain has no registration for {address}, so no heartbeat")
+    sent_for, now = ctx.facts.get("heartbeat_registration"), _registration(ctx)
+    if sent_for != now:
+        return gone(ctx, f"the heartbeat was for the registration in {_block(sent_for)}; the"
+                         f" chain's is in {_block(now)}")
+    last, current = _last(ctx)
+    constant = substrate.get_constant(operator.PALLET, "MaxHeartbeatEpochAdvance")
+    advance = int(constant.value) if constant is not None else 1
+    if current - last > advance:
+        return (f"the last heartbeat of {address} is epoch {last}, the current epoch {current}:"
+                f" more than MaxHeartbeatEpochAdvance ({advance}) behind")
+    return None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ops_tools.errors import OpsError
 from ops_tools.operator.context import Context
-from ops_tools.operator.steps import Outcome
+from ops_tools.operator.steps import Outcome, gone
 from ops_tools.wallet import operator
 
 NAME = "stake"
@@ -32,3 +32,16 @@ def run(ctx: Context) -> Outcome:
                    {"registered_stake": str(stake), "registered_at": sub.block_number,
                     "register_extrinsic": sub.extrinsic_hash,
                     "registered_attestation_hash": attestation_hash})
+
+
+def check(ctx: Context) -> str | None:
+    """``OperatorStake::Operators`` has the account, bound to the journaled attestation hash."""
+    address = ctx.facts["account"]
+    record = operator.operator_record(ctx.substrate(), address)
+    if not record:
+        return gone(ctx, f"the chain has no registration for {address}")
+    bound = ctx.facts.get("registered_attestation_hash", ctx.facts.get("attestation_hash"))
+    if record.get("attestation_hash") != bound:
+        return (f"the registration of {address} binds attestation"
+                f" {record.get('attestation_hash')}, not the journal's {bound}")
+    return None
