@@ -44,8 +44,10 @@ log = logging.getLogger("net.faucet")
 IDEMPOTENCY_KEY_RE = re.compile(r"^[\x21-\x7e]{1,128}$")
 RETRY_CHAIN_S = 5
 RETRY_EMPTY_S = 300
-# Rows that never got as far as being signed are pruned this often (seconds).
+# Rows that never got as far as being signed are pruned this often (seconds), once older than
+# this many RPC timeouts.
 PRUNE_EVERY_S = 10.0
+PENDING_TIMEOUTS = 6
 # A retry whose first request vanished (refused, or never applied) is judged afresh, this often.
 MAX_REOPEN = 3
 UNSETTLED = ("pending", "submitted")
@@ -443,7 +445,9 @@ class Faucet:
 
     def prune(self) -> None:
         """Rows of requests that died before anything was signed (a crash, a hung node)."""
-        s = self.settings
-        cutoff = time.time() - max(s.inclusion_timeout_s, 4 * s.rpc_timeout_s)
+        # Before its signature a request makes a handful of chain reads, each bounded by
+        # rpc_timeout_s. Pruning one that is merely slow is harmless: its journal finds the row
+        # gone, nothing is sent and its reservation is released.
+        cutoff = time.time() - PENDING_TIMEOUTS * self.settings.rpc_timeout_s
         if (n := self.ledger.prune_pending(cutoff)):
             log.warning("pruned %d drip(s) abandoned before they were signed", n)

@@ -432,6 +432,11 @@ class Signer:
                 self._pending.pop(ticket.extrinsic_hash, None)
             for xt_hash in [h for h, t in self._in_block.items() if now > t.expires_at]:
                 self._in_block.pop(xt_hash, None)  # in a block; its finality is not watched
+        if expired:
+            # Their nonces may never have reached the node: the next one is read from the chain
+            # again, so that later drips do not wait behind a gap for ever.
+            with self._submit_lock:
+                self.nonces.invalidate()
         for ticket in expired:
             log.error("transfer %s (nonce %d): no block holds it and its nonce is unused after"
                       " %g s; no longer followed", ticket.extrinsic_hash, ticket.nonce, self._ttl)
