@@ -2,12 +2,15 @@
 client hung up, submissions whose answers are lost (a real TCP proxy between the faucet and a
 real development node drops the connection right after ``author_submitExtrinsic``), a submission
 that never reached the node, a drip nobody can settle (its ticket expires), a request row left
-behind by a dead request (pruned)."""
+behind by a dead request (pruned), a node that hangs (SIGSTOP) and comes back."""
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import json
+import os
+import signal
 import socket
 import time
 from pathlib import Path
@@ -20,6 +23,7 @@ from substrateinterface import Keypair
 
 from ops_tools.chain.rpc import RpcClient
 from ops_tools.chainspec.hashing import blake2_256
+from ops_tools.devnode.harness import DevNode as ChainNode
 from ops_tools.services.common.hashing import salted_hash
 from ops_tools.services.faucet.ledger import drips
 from tests.services.faucet.conftest import (
@@ -30,7 +34,7 @@ from tests.services.faucet.conftest import (
     run_faucet,
 )
 from tests.services.faucet.proxy import lossy_proxy
-from tests.wallet.devnode_fixture import DevNode, free_balance
+from tests.wallet.devnode_fixture import DevNode, free_balance, fund
 
 
 def rows(db_url: str) -> list[dict[str, Any]]:
@@ -209,3 +213,50 @@ def test_a_row_left_by_a_dead_request_is_pruned_and_frees_its_key(
     assert answer.status_code == 200, answer.text
     assert free_balance(funded_faucet.reader(), dest) == DRIP
 
+
+
+def test_a_hung_node_turns_ready_red_then_green_and_loses_nothing(tmp_path: Path) -> None:
+    chain = ChainNode(tmp_path / "chain" / "base", "dev")
+    chain.start()
+    try:
+        node = DevNode(chain.ws, chain.http, chain.log_path)
+        chain.wait_for(lambda: chain.best() >= 1, timeout=90, what="the first block")
+        fund(node, {FAUCET_KEY.ss58_address: 10**16})
+        db_url = f"sqlite:///{tmp_path / 'faucet.db'}"
+        cfg = faucet_config(tmp_path, node, database_url=db_url, rpc_timeout_s=2)
+        in_flight, hung, after = fresh("hang-in-flight"), fresh("hang-during"), fresh("hang-after")
+        with run_faucet(cfg) as faucet, concurrent.futures.ThreadPoolExecutor(1) as pool:
+            assert httpx.get(faucet.url + "/ready", timeout=30).status_code == 200
+            pending = pool.submit(faucet.post, {"recipient": in_flight},
+                                  headers={"Idempotency-Key": "hang-1"})
+            wait_until("the drip is sent", lambda: [r for r in rows(db_url)
+                                                    if r["status"] != "pending"])
+            assert chain.proc is not None
+            os.kill(chain.proc.pid, signal.SIGSTOP)  # hangs: it accepts connections, answers none
+            try:
+                red = wait_until("/ready turns red", lambda: (
+                    r := httpx.get(faucet.url + "/ready", timeout=30)).status_code == 503 and r)
+                refused = faucet.post({"recipient": hung}, timeout=60)
+                time.sleep(5)  # hung for a while, not just a blip
+            finally:
+                os.kill(chain.proc.pid, signal.SIGCONT)
+            wait_until("/ready turns green", lambda: httpx.get(
+                faucet.url + "/ready", timeout=30).status_code == 200)
+            answer = pending.result(timeout=120)
+            replay = faucet.post({"recipient": in_flight}, headers={"Idempotency-Key": "hang-1"})
+            later = faucet.post({"recipient": after})
+        reader = node.reader()
+        balances = [free_balance(reader, a) for a in (in_flight, hung, after)]
+    finally:
+        with contextlib.suppress(ProcessLookupError, AttributeError):
+            os.kill(chain.proc.pid, signal.SIGCONT)  # type: ignore[union-attr]
+        chain.stop()
+    checks = {c["name"]: c for c in red.json()["error"]["checks"]}
+    assert not checks["chain"]["ok"] and "does not answer" in checks["chain"]["detail"]
+    assert refused.status_code == 503 and refused.json()["error"]["code"] == "chain_unavailable"
+    assert "Retry-After" in refused.headers
+    assert answer.status_code == 200, answer.text
+    assert replay.json() == answer.json()
+    assert later.status_code == 200, later.text
+    assert balances == [DRIP, 0, DRIP]
+    assert sorted(r["status"] for r in rows(db_url)) == ["included", "included"]
