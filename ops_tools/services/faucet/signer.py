@@ -308,8 +308,8 @@ class Signer:
             raise SignerError("pool_rejected", f"the node refused the transfer: {text}") from exc
         except Exception as exc:
             # The request may have reached the node: its outcome is unknown, so the ticket
-            # stays followed (and the nonce counted) until the chain tells.
-            self._submitter = None
+            # stays followed (and the nonce counted) until the chain tells. The client stays:
+            # its runtime is still right, and its HTTP session opens a new connection.
             ticket.uncertain = True
             log.warning("transfer %s (nonce %d): the submission's answer was lost (%s); the"
                         " chain decides its outcome", xt_hash, nonce, type(exc).__name__)
