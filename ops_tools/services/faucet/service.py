@@ -334,6 +334,7 @@ class Faucet:
     # --- the settler: outcomes recorded whoever waits ------------------------------------------
 
     def run_settler(self, stop: threading.Event) -> None:
+        failing = False
         while not stop.is_set():
             self.wake.wait(self.settings.poll_interval_s)
             self.wake.clear()
@@ -344,8 +345,11 @@ class Faucet:
                 if time.monotonic() - self._pruned_at >= PRUNE_EVERY_S:
                     self._pruned_at = time.monotonic()
                     self.prune()
+                failing = False
             except Exception as exc:  # the database or the chain is away: next round
-                log.warning("settler: %s: %s; retrying", type(exc).__name__, exc)
+                if not failing:  # once per outage, not once per poll
+                    log.warning("settler: %s: %s; retrying", type(exc).__name__, exc)
+                failing = True
 
     def settle_resolved(self) -> None:
         with self._flight_lock:
