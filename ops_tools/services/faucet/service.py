@@ -48,7 +48,8 @@ RETRY_EMPTY_S = 300
 # this many RPC timeouts.
 PRUNE_EVERY_S = 10.0
 PENDING_TIMEOUTS = 6
-# A retry whose first request vanished (refused, or never applied) is judged afresh, this often.
+# A retry whose first request vanished (refused, or never applied) is judged afresh, at most
+# this many times in one request.
 MAX_REOPEN = 3
 UNSETTLED = ("pending", "submitted")
 
