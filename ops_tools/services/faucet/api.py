@@ -7,6 +7,7 @@ signer's seed read from its 0600 file (or ``NET_FAUCET_SEED``) and registered fo
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -39,6 +40,7 @@ from ops_tools.services.faucet.metrics import FaucetMetrics
 from ops_tools.services.faucet.service import Faucet, Started
 from ops_tools.services.faucet.signer import ChainUnavailable, Signer
 
+log = logging.getLogger("net.faucet")
 SEED_ENV = "NET_FAUCET_SEED"
 NDJSON = "application/x-ndjson"
 # Each drip holds a worker thread while it waits for its block; the default 40 would queue
@@ -177,6 +179,10 @@ def build_app(settings: FaucetSettings) -> FastAPI:
         try:
             yield
         finally:
+            if left := await anyio.to_thread.run_sync(faucet.drain,
+                                                      settings.shutdown_timeout_s):
+                log.warning("%d drip(s) still in flight at shutdown; the next start follows"
+                            " them again", left)
             stop.set()
             faucet.wake.set()
             threads[1].join(timeout=5)

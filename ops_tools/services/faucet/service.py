@@ -352,6 +352,18 @@ class Faucet:
                     log.warning("settler: %s: %s; retrying", type(exc).__name__, exc)
                 failing = True
 
+    def drain(self, timeout_s: float) -> int:
+        """At shutdown: let the drips in flight settle (their requests may be gone); the number
+        left, which the next start adopts from the journal."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self._flight_lock:
+                if not self._flight:
+                    return 0
+            time.sleep(self.settings.poll_interval_s)
+        with self._flight_lock:
+            return len(self._flight)
+
     def settle_resolved(self) -> None:
         with self._flight_lock:
             ready = [s for s in self._flight.values() if s.ticket and s.ticket.resolved]

@@ -104,6 +104,26 @@ def test_a_stream_whose_client_hung_up_is_finished_and_its_retry_gets_the_same_d
         ("included", result["extrinsic_hash"])]
 
 
+def test_a_hung_up_drip_in_flight_at_shutdown_is_recorded_before_the_faucet_exits(
+    funded_faucet: DevNode, tmp_path: Path
+) -> None:
+    db_url = f"sqlite:///{tmp_path / 'faucet.db'}"
+    cfg = faucet_config(tmp_path, funded_faucet, database_url=db_url)
+    dest = fresh("hangup-shutdown")
+    with run_faucet(cfg) as faucet:
+        with socket.create_connection(("127.0.0.1", int(faucet.url.rsplit(":", 1)[1]))) as sock:
+            body = json.dumps({"recipient": dest}).encode()
+            sock.sendall(b"POST /drip-public HTTP/1.1\r\nHost: faucet\r\n"
+                         b"Content-Type: application/json\r\nAccept: application/x-ndjson\r\n"
+                         + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        wait_until("the drip is sent", lambda: [r for r in rows(db_url)
+                                                if r["status"] != "pending"])
+        faucet.proc.send_signal(signal.SIGTERM)  # nobody waits for the drip any more
+        faucet.proc.wait(timeout=60)  # uvicorn re-raises SIGTERM once it has shut down
+    assert [r["status"] for r in rows(db_url)] == ["included"]
+    assert free_balance(funded_faucet.reader(), dest) == DRIP
+
+
 def test_lost_submission_answers_are_reconciled_against_the_chain_not_resent(
     funded_faucet: DevNode, tmp_path: Path
 ) -> None:
