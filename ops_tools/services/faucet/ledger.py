@@ -3,9 +3,10 @@ the signer's lease and the salt shared by every instance on the database.
 
 Addresses, client IPs and idempotency keys are stored only as salted hashes. Every row carries
 the genesis hash of the network it happened on: after a reset the new network starts with no
-history for its limits, and the old rows stay, marked. A drip is journaled (its signed bytes,
-nonce and hash) before it is sent, so whatever happens to the request or the process, the
-outcome can be settled against the chain.
+history for its limits, and the old rows stay, marked. A drip is journaled (signer, nonce,
+extrinsic hash, best block; not the signed bytes, which hold the recipient's account in clear)
+before it is sent, so whatever happens to the request or the process, the outcome can be
+settled against the chain.
 """
 
 from __future__ import annotations
@@ -58,7 +59,6 @@ drips = Table(
     Column("extrinsic_hash", String(66), nullable=True),
     Column("signer", String(66), nullable=True),
     Column("nonce", BigInteger, nullable=True),
-    Column("extrinsic", Text, nullable=True),
     Column("from_block", BigInteger, nullable=True),
     Column("block_hash", String(66), nullable=True),
     Column("block_number", BigInteger, nullable=True),
@@ -101,7 +101,6 @@ class DripRow:
     created_at: float = 0.0
     reservation: str | None = None
     nonce: int | None = None
-    extrinsic: str | None = None
     from_block: int | None = None
 
 
@@ -111,7 +110,7 @@ def _row(row: Any) -> DripRow:
         response=json.loads(row.response) if row.response else None,
         extrinsic_hash=row.extrinsic_hash, error_code=row.error_code,
         created_at=float(row.created_at), reservation=row.reservation,
-        nonce=None if row.nonce is None else int(row.nonce), extrinsic=row.extrinsic,
+        nonce=None if row.nonce is None else int(row.nonce),
         from_block=None if row.from_block is None else int(row.from_block),
     )
 
@@ -156,7 +155,7 @@ class Ledger:
         return None if row is None else _row(row)
 
     def journal(self, drip_id: int, *, signer: str, reservation: str, extrinsic_hash: str,
-                nonce: int, extrinsic: str, from_block: int) -> None:
+                nonce: int, from_block: int) -> None:
         """What is about to be sent; ``Pruned`` when the row was pruned as abandoned."""
         with self.db.session(write=True) as s:
             # "submitted" too: a nonce refused by the pool is signed again with the next one.
@@ -164,8 +163,8 @@ class Ledger:
                                                  drips.c.status.in_(("pending", "submitted")))
                              .values(
                 status="submitted", signer=signer, reservation=reservation,
-                extrinsic_hash=extrinsic_hash, nonce=nonce, extrinsic=extrinsic,
-                from_block=from_block, updated_at=time.time()))
+                extrinsic_hash=extrinsic_hash, nonce=nonce, from_block=from_block,
+                updated_at=time.time()))
             if done.rowcount != 1:
                 raise Pruned(f"drip {drip_id} is no longer pending")
 

@@ -222,7 +222,7 @@ class Faucet:
         def journal(signed: Signed) -> None:
             self.ledger.journal(drip_id, signer=self.own_account.hex(), reservation=reservation,
                                 extrinsic_hash=signed.extrinsic_hash, nonce=signed.nonce,
-                                extrinsic=signed.data, from_block=signed.from_block)
+                                from_block=signed.from_block)
 
         try:
             ticket = self.signer.transfer(recipient, self.settings.drip_plancks, journal)
@@ -443,7 +443,7 @@ class Faucet:
         genesis = self.genesis()
         now = time.time()
         for row in self.ledger.submitted(genesis, self.own_account.hex()):
-            if row.extrinsic_hash is None or row.nonce is None or row.extrinsic is None:
+            if row.extrinsic_hash is None or row.nonce is None:
                 continue
             with self._flight_lock:
                 if row.extrinsic_hash in self._flight:
@@ -452,8 +452,7 @@ class Faucet:
             if age > self.settings.ticket_ttl_s:
                 self.ledger.update(row.id, status="unknown", error_code="ticket_expired")
                 continue
-            ticket = self.signer.adopt(Signed(row.extrinsic_hash, row.nonce, row.extrinsic,
-                                              row.from_block or 0), age)
+            ticket = self.signer.adopt(row.extrinsic_hash, row.nonce, row.from_block or 0, age)
             log.info("following drip %s again (sent by an earlier run)", row.extrinsic_hash)
             self.metrics.in_flight.inc()
             self._track(Started("", genesis, drip_id=row.id, reservation=row.reservation or "",

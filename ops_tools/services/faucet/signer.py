@@ -95,7 +95,6 @@ class Signed:
 
     extrinsic_hash: str
     nonce: int
-    data: str
     from_block: int
 
 
@@ -285,7 +284,7 @@ class Signer:
         data = str(xt.data)
         if journal is not None:
             try:
-                journal(Signed(xt_hash, nonce, data, from_block))
+                journal(Signed(xt_hash, nonce, from_block))
             except Exception as exc:
                 raise SignerError("journal", f"the drip could not be recorded ({exc})") from exc
         now = time.monotonic()
@@ -319,17 +318,17 @@ class Signer:
             log.warning("node reports extrinsic hash %s, computed %s", answer, xt_hash)
         return ticket
 
-    def adopt(self, signed: Signed, age_s: float) -> Ticket:
+    def adopt(self, extrinsic_hash: str, nonce: int, from_block: int, age_s: float) -> Ticket:
         """Follow a transfer signed by an earlier run of this faucet (the journal's record):
-        its blocks are scanned again from ``from_block`` and it is reconciled like any other
-        whose answer was lost."""
+        its blocks are scanned again from ``from_block``, and it resolves when found there or
+        when its nonce is used. Its signed bytes are not kept (they name the recipient), so it
+        is never sent again; if it never reached the node, the next drip takes its nonce."""
         now = time.monotonic()
-        ticket = Ticket(extrinsic_hash=signed.extrinsic_hash, submitted_at=now - age_s,
-                        nonce=signed.nonce, data=signed.data,
-                        expires_at=now - age_s + self._ttl, uncertain=True, last_sent=now)
+        ticket = Ticket(extrinsic_hash=extrinsic_hash, submitted_at=now - age_s, nonce=nonce,
+                        expires_at=now - age_s + self._ttl, last_sent=now)
         with self._pending_lock:
             self._pending[ticket.extrinsic_hash] = ticket
-            self._rescan_from = min(self._rescan_from or signed.from_block, signed.from_block)
+            self._rescan_from = min(self._rescan_from or from_block, from_block)
         return ticket
 
     # --- the follower -------------------------------------------------------------------------

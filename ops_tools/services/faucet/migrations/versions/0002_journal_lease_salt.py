@@ -11,7 +11,6 @@ down_revision = "0001"
 def upgrade() -> None:
     op.add_column("faucet_drips", sa.Column("signer", sa.String(66), nullable=True))
     op.add_column("faucet_drips", sa.Column("nonce", sa.BigInteger, nullable=True))
-    op.add_column("faucet_drips", sa.Column("extrinsic", sa.Text, nullable=True))
     op.add_column("faucet_drips", sa.Column("from_block", sa.BigInteger, nullable=True))
     op.create_table(
         "faucet_signer_leases",
