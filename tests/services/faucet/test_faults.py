@@ -124,6 +124,43 @@ def test_a_hung_up_drip_in_flight_at_shutdown_is_recorded_before_the_faucet_exit
     assert free_balance(funded_faucet.reader(), dest) == DRIP
 
 
+def test_a_drip_sent_by_a_crashed_faucet_is_settled_by_its_restart(
+    funded_faucet: DevNode, tmp_path: Path
+) -> None:
+    db_url = f"sqlite:///{tmp_path / 'faucet.db'}"
+    dest, other = fresh("crashed"), fresh("after-crash")
+    with lossy_proxy(funded_faucet.ws_url, mode="before") as proxy:
+        # Its submission never reaches the node, then the faucet dies: journaled, unsettled.
+        cfg = faucet_config(tmp_path / "a", funded_faucet, database_url=db_url,
+                            rpc_url=proxy.url)
+        with run_faucet(cfg) as faucet, concurrent.futures.ThreadPoolExecutor(1) as pool:
+            pending = pool.submit(faucet.post, {"recipient": dest},
+                                  headers={"Idempotency-Key": "crash-1"})
+            wait_until("the drip is sent", lambda: [r for r in rows(db_url)
+                                                    if r["status"] != "pending"])
+            os.killpg(faucet.proc.pid, signal.SIGKILL)  # no drain, no lease given up
+            faucet.proc.wait(timeout=30)
+            with contextlib.suppress(httpx.HTTPError):
+                pending.result(timeout=60)
+    (journaled,) = rows(db_url)
+    assert journaled["status"] == "submitted"
+    # The restart (same seed, same database, a healthy network) follows it again; the next
+    # drip takes its unused nonce, so it can never apply: dropped, and its key is free.
+    cfg = faucet_config(tmp_path / "b", funded_faucet, database_url=db_url)
+    with run_faucet(cfg) as faucet:
+        next_one = faucet.post({"recipient": other})
+        wait_until("the restart settles it", lambda: rows(db_url)[0]["status"] != "submitted")
+        retry = faucet.post({"recipient": dest}, headers={"Idempotency-Key": "crash-1"})
+        log = faucet.log_text()
+    assert next_one.status_code == 200, next_one.text
+    assert rows(db_url)[0]["status"] == "dropped"
+    assert retry.status_code == 200, retry.text
+    assert retry.json()["extrinsic_hash"] != journaled["extrinsic_hash"]
+    assert "sent by an earlier run" in log
+    reader = funded_faucet.reader()
+    assert [free_balance(reader, d) for d in (dest, other)] == [DRIP, DRIP]
+
+
 def test_lost_submission_answers_are_reconciled_against_the_chain_not_resent(
     funded_faucet: DevNode, tmp_path: Path
 ) -> None:
