@@ -1,7 +1,7 @@
 """Run every benchmark of the suite, one after the other, and print their figures.
 
 python benchmarks/run.py [NAME ...]     (names: genesis_hash devnode_rpc devnode_sync
-                                         converge reset_cycle faucet indexer)
+                                         converge reset_cycle faucet faucet_shared indexer)
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ORDER = [
-    "genesis_hash", "devnode_rpc", "devnode_sync", "converge", "reset_cycle", "faucet", "indexer",
+    "genesis_hash", "devnode_rpc", "devnode_sync", "converge", "reset_cycle", "faucet",
+    "faucet_shared", "indexer",
 ]
 
 

@@ -7,6 +7,7 @@ signer's seed read from its 0600 file (or ``NET_FAUCET_SEED``) and registered fo
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -27,18 +28,19 @@ from ops_tools.services.common.app import ServiceInfo, create_app
 from ops_tools.services.common.clientip import client_ip
 from ops_tools.services.common.db import Database
 from ops_tools.services.common.errors import ApiError
-from ops_tools.services.common.hashing import load_or_create_salt
 from ops_tools.services.common.migrations import migrate
 from ops_tools.services.common.ratelimit import RateLimiter
 from ops_tools.services.common.readiness import ChainWatch, database_check
-from ops_tools.services.common.secrets import secret_from
+from ops_tools.services.common.secrets import read_secret, secret_from
 from ops_tools.services.common.server import service_main
 from ops_tools.services.faucet.config import FaucetSettings
+from ops_tools.services.faucet.lease import SignerLease
 from ops_tools.services.faucet.ledger import VERSION_TABLE, Ledger, rate_events
 from ops_tools.services.faucet.metrics import FaucetMetrics
 from ops_tools.services.faucet.service import Faucet, Started
 from ops_tools.services.faucet.signer import ChainUnavailable, Signer
 
+log = logging.getLogger("net.faucet")
 SEED_ENV = "NET_FAUCET_SEED"
 NDJSON = "application/x-ndjson"
 # Each drip holds a worker thread while it waits for its block; the default 40 would queue
@@ -89,13 +91,16 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     for status, text in {
         400: "A field is missing, unknown or invalid (the error names it)",
         403: "The recipient already holds more than the balance cap",
-        409: "A request with this Idempotency-Key is still running, or its outcome is unknown",
+        409: "A request with this Idempotency-Key still runs after inclusion_timeout_s, or its"
+             " outcome is unknown",
         413: "The body is over 1 KiB",
         415: "The body is not application/json",
         422: "The Idempotency-Key was used for another recipient",
         429: "A limit is reached (per recipient, per client IP, global); see Retry-After",
-        502: "The node refused the transfer or it failed in its block; nothing was sent",
-        503: "The chain is unreachable, on another genesis, or the faucet is empty",
+        502: "The node refused the transfer, it failed in its block, or the chain used its nonce"
+             " for another transaction; nothing was sent",
+        503: "The chain or the database is unreachable, on another genesis, the faucet is"
+             " empty, or this instance does not hold its signer's lease",
         504: "Submitted, but not seen in a block in time",
     }.items()
 }
@@ -113,6 +118,18 @@ def load_keypair(settings: FaucetSettings) -> Keypair:
         ) from None
 
 
+def load_salt(settings: FaucetSettings, ledger: Ledger) -> bytes:
+    """The configured salt (every instance is given the same file), else the database's."""
+    if settings.salt_file is not None:
+        salt = read_secret(settings.salt_file, key="salt_file").encode()
+        if len(salt) < 16:
+            raise InputError(f"salt_file: {settings.salt_file}: {len(salt)} bytes is too short;"
+                             " put at least 16 random characters in it")
+        return salt
+    legacy = settings.legacy_salt_path()
+    return ledger.shared_salt(legacy.read_bytes() if legacy.is_file() else None)
+
+
 def _line(obj: dict[str, Any]) -> bytes:
     return orjson.dumps(obj) + b"\n"
 
@@ -121,16 +138,24 @@ def build_app(settings: FaucetSettings) -> FastAPI:
     keypair = load_keypair(settings)
     db = Database(settings.effective_database_url())
     migrate(db, Path(__file__).parent / "migrations", version_table=VERSION_TABLE)
-    salt = load_or_create_salt(settings.salt_path())
+    ledger = Ledger(db)
+    salt = load_salt(settings, ledger)
+    lease = SignerLease(db, keypair.public_key.hex(), keypair.ss58_address,
+                        settings.signer_lease_s)
+    lease.acquire()  # before anything signs: a second signer on this seed stops here
     registry = CollectorRegistry()
     metrics = FaucetMetrics(registry)
-    watch = ChainWatch(settings.rpc_url, settings.genesis_hash)
+    watch = ChainWatch(settings.rpc_url, settings.genesis_hash,
+                       timeout_s=min(settings.rpc_timeout_s, 3.0))
     with contextlib.suppress(Exception):  # a chain that is down now makes /ready say so
         watch.current_genesis(fresh=True)
+    wake = threading.Event()
     signer = Signer(settings.rpc_url, keypair, ss58_format=settings.ss58_prefix,
-                    poll_interval_s=settings.poll_interval_s)
-    faucet = Faucet(settings, ledger=Ledger(db), limiter=RateLimiter(db, rate_events, salt),
-                    signer=signer, watch=watch, metrics=metrics, salt=salt)
+                    poll_interval_s=settings.poll_interval_s, timeout_s=settings.rpc_timeout_s,
+                    ticket_ttl_s=settings.ticket_ttl_s, on_resolved=lambda _t: wake.set())
+    faucet = Faucet(settings, ledger=ledger, limiter=RateLimiter(db, rate_events, salt),
+                    signer=signer, watch=watch, metrics=metrics, salt=salt, lease=lease,
+                    wake=wake)
     stop = threading.Event()
 
     def refresh_balance() -> None:
@@ -142,20 +167,34 @@ def build_app(settings: FaucetSettings) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         anyio.to_thread.current_default_thread_limiter().total_tokens = WORKER_THREADS
+        lease.start()
+        with contextlib.suppress(Exception):  # the chain may be away; the settler retries
+            faucet.adopt()
         signer.start()
-        refresher = threading.Thread(target=refresh_balance, name="faucet-balance", daemon=True)
-        refresher.start()
+        threads = [threading.Thread(target=refresh_balance, name="faucet-balance", daemon=True),
+                   threading.Thread(target=faucet.run_settler, args=(stop,),
+                                    name="faucet-settler", daemon=True)]
+        for thread in threads:
+            thread.start()
         try:
             yield
         finally:
+            if left := await anyio.to_thread.run_sync(faucet.drain,
+                                                      settings.shutdown_timeout_s):
+                log.warning("%d drip(s) still in flight at shutdown; the next start follows"
+                            " them again", left)
             stop.set()
+            faucet.wake.set()
+            threads[1].join(timeout=5)
             signer.close()
+            lease.release()
             db.dispose()
 
     app = create_app(
         ServiceInfo("faucet", description="Small drips of the test token to new accounts."),
         settings,
-        ready_checks=[database_check(db), watch.ready_check(), faucet.balance_check()],
+        ready_checks=[database_check(db), watch.ready_check(), faucet.balance_check(),
+                      lease.ready_check()],
         lifespan=lifespan,
         registry=registry,
     )

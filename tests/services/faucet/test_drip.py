@@ -158,7 +158,8 @@ def test_ndjson_streams_the_progress(faucet: Running, funded_faucet: DevNode) ->
 def test_metrics_and_ready(faucet: Running) -> None:
     ready = httpx.get(faucet.url + "/ready")
     assert ready.status_code == 200, ready.text
-    assert {c["name"] for c in ready.json()["checks"]} == {"database", "chain", "faucet_balance"}
+    assert {c["name"] for c in ready.json()["checks"]} == {"database", "chain", "faucet_balance",
+                                                          "signer_lease"}
     text = httpx.get(faucet.url + "/metrics").text
     assert 'faucet_requests_total{outcome="dripped"}' in text
     assert "faucet_balance_plancks" in text
