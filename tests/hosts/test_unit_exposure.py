@@ -42,8 +42,10 @@ def _service_unit(out: Path, name: str) -> Path:
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)  # noqa: S701
     env.filters["quote"] = lambda s: shlex.quote(str(s))
     root = f"/var/lib/net/{name}"
+    user = f"net-{name}"
     text = env.from_string(SERVICE_UNIT.read_text()).render(
-        service_name=name, service_manage_user=True, service_user="net", service_group="net",
+        service_name=name, service_manage_user=True, service_user=user, service_group=user,
+        service_state_base="/var/lib/net", service_visible_dir=root,
         service_executable=f"/opt/net/venv/bin/net-{name}",
         service_config_path=f"{root}/{name}.yml",
         service_environment={}, service_shutdown_timeout=10, service_root_dir=root,
