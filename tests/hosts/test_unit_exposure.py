@@ -58,11 +58,11 @@ def _service_unit(out: Path, name: str) -> Path:
 
 def _operator_worker_unit(out: Path) -> Path:
     """The unit `ops-tools operator onboard` writes on an operator's server (as
-    playbooks/operator_worker.yml runs it: as root, the inventory's default)."""
+    playbooks/operator_worker.yml runs it: as the inventory's default net-worker user)."""
     state = Path("/var/lib/net/operator/operator")
     opts = Options(name="operator", state_dir=state, keystore_dir=state / "keystore",
                    passphrase_file=None, rpc_url="ws://127.0.0.1:9944", faucet_url="",
-                   attestation_url="", gateway_url="",
+                   attestation_url="", gateway_url="", service_user="net-worker",
                    worker_executable=Path("/opt/net/venv/bin/net-worker"))
     path = out / f"{opts.program}.service"
     path.write_text(operator_units.systemd_unit(opts))
