@@ -39,9 +39,11 @@ def make_ca(directory: Path) -> Path:
     return directory / "ca.pem"
 
 
-def issue(directory: Path, site: str, names: list[str], rsa: bool = False) -> tuple[Path, Path]:
+def issue(directory: Path, site: str, names: list[str], rsa: bool = False,
+          ocsp_url: str | None = None) -> tuple[Path, Path]:
     """net-<site>.pem for ``names`` (the first is the subject), signed by the CA of
-    ``directory``, and net-<site>.key (RSA with ``rsa``, else P-256)."""
+    ``directory``, and net-<site>.key (RSA with ``rsa``, else P-256); ``ocsp_url`` names an
+    OCSP responder in the certificate, as a public CA's do."""
     ext = directory / f"net-{site}.ext"
     usage = "digitalSignature, keyEncipherment" if rsa else "digitalSignature"
     ext.write_text(
@@ -49,6 +51,7 @@ def issue(directory: Path, site: str, names: list[str], rsa: bool = False) -> tu
         f"keyUsage = critical, {usage}\n"
         "extendedKeyUsage = serverAuth\n"
         f"subjectAltName = {', '.join(f'DNS:{n}' for n in names)}\n"
+        + (f"authorityInfoAccess = OCSP;URI:{ocsp_url}\n" if ocsp_url else "")
     )
     _openssl(directory, "req", "-new", *(_RSA if rsa else _EC), "-subj", f"/CN={names[0]}",
              "-keyout", f"net-{site}.key", "-out", f"net-{site}.csr")
