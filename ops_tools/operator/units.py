@@ -44,8 +44,21 @@ def _command(opts: Options) -> str:
            f" {shlex.quote(str(opts.state_dir / 'worker.yml'))}"
 
 
+def _user_lines(opts: Options) -> str:
+    if not opts.service_user:
+        return ""
+    owner = shlex.quote(f"{opts.service_user}:{opts.service_user}")
+    dirs = [opts.state_dir]
+    if not opts.keystore_dir.is_relative_to(opts.state_dir):
+        dirs.append(opts.keystore_dir)
+    # The onboarding (root) writes the worker's configuration, secrets and keystore 0600; they
+    # go to the worker's user before each start ("+": this command alone runs as root).
+    return (f"User={opts.service_user}\nGroup={opts.service_user}\n"
+            f"ExecStartPre=+/bin/chown -R {owner} {shlex.join(map(str, dirs))}\n")
+
+
 def systemd_unit(opts: Options) -> str:
-    user = f"User={opts.service_user}\nGroup={opts.service_user}\n" if opts.service_user else ""
+    user = _user_lines(opts)
     return f"""# Written by ops-tools operator onboard (docs/operator.md); a re-run overwrites it.
 [Unit]
 Description=NET operator worker {opts.name}

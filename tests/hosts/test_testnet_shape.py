@@ -466,7 +466,9 @@ def test_site_deploys_the_shape_over_ssh_with_become(world):
     shown = world["fleet"].by_name(SERVICES_MACHINE).ssh(
         shlex.join(["systemctl", "show", "-p", "ActiveState", "-p", "User", *units]))
     states = [sorted(block.split()) for block in shown.stdout.strip().split("\n\n")]
-    assert states == [["ActiveState=active", "User=net"]] * len(units), (units, states)
+    # Each service as a user of its own; the indexer's two programs are one service.
+    users = [f"net-{s.removesuffix('-processor')}" for s in SERVICE_UNITS]
+    assert states == [["ActiveState=active", f"User={u}"] for u in users], (units, states)
 
 
 def test_the_edge_serves_every_site_over_tls(world):
@@ -487,7 +489,16 @@ def test_the_edge_serves_every_site_over_tls(world):
                         timeout=120)
     assert status == 200 and drip["recipient"] == DRIP_RECIPIENT, drip
     assert int(drip["block_number"]) > 0, drip
-    _timed("edge checks (TLS, every site, a drip)", started)
+    # Monitoring and API documentation are not published ...
+    hidden = {site: [edge(world, site, path)[0] for path in ("/metrics", "/openapi.json", "/docs")]
+              for site in SERVICE_SITES.values()}
+    assert all(status == 404 for statuses in hidden.values() for status in statuses), hidden
+    # ... and still served on the machine's loopback, where the monitoring asks.
+    local = world["fleet"].by_name(SERVICES_MACHINE).ssh(
+        "python3 -c 'import urllib.request as u; print(*(u.urlopen(\"http://127.0.0.1:%d/metrics\""
+        " % port).status for port in (8001, 8005)))'")
+    assert local.stdout.split() == ["200", "200"], local
+    _timed("edge checks (TLS, every site, a drip, hidden paths)", started)
 
 
 def test_status_reads_every_node_and_service_over_ssh(world):
@@ -717,8 +728,14 @@ def test_operator_worker_onboards_on_its_server(world, operator_inventory):
     assert report["gateway_view"]["live"] is True, report
     assert report["worker_url"] == f"http://{host.address}:{OPERATOR_WORKER_PORT}", report
     assert report["gpu"]["no_gpu"] is True and report["heartbeat_epoch"] is not None, report
-    unit = host.ssh("systemctl show net-worker-operator -p ActiveState -p NoNewPrivileges")
-    assert sorted(unit.stdout.split()) == ["ActiveState=active", "NoNewPrivileges=yes"], unit
+    unit = host.ssh("systemctl show net-worker-operator -p ActiveState -p NoNewPrivileges -p User")
+    assert sorted(unit.stdout.split()) == ["ActiveState=active", "NoNewPrivileges=yes",
+                                           "User=net-worker"], unit
+    # Its own unprivileged user: the process, and the secrets it reads.
+    pid = host.ssh("systemctl show -p MainPID --value net-worker-operator").stdout.strip()
+    owner = host.ssh(f"sudo stat -c %U {shlex.quote(f'/proc/{pid}')}"
+                     " /var/lib/net/operator/operator/secrets/passphrase").stdout.split()
+    assert owner == ["net-worker", "net-worker"], owner
     again = _run(argv, world["env"])
     assert again.returncode == 0, _out(again)
     recap = {m["host"]: int(m["changed"]) for m in RECAP.finditer(again.stdout)}

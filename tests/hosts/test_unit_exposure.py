@@ -42,8 +42,10 @@ def _service_unit(out: Path, name: str) -> Path:
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)  # noqa: S701
     env.filters["quote"] = lambda s: shlex.quote(str(s))
     root = f"/var/lib/net/{name}"
+    user = f"net-{name}"
     text = env.from_string(SERVICE_UNIT.read_text()).render(
-        service_name=name, service_manage_user=True, service_user="net", service_group="net",
+        service_name=name, service_manage_user=True, service_user=user, service_group=user,
+        service_state_base="/var/lib/net", service_visible_dir=root,
         service_executable=f"/opt/net/venv/bin/net-{name}",
         service_config_path=f"{root}/{name}.yml",
         service_environment={}, service_shutdown_timeout=10, service_root_dir=root,
@@ -56,11 +58,11 @@ def _service_unit(out: Path, name: str) -> Path:
 
 def _operator_worker_unit(out: Path) -> Path:
     """The unit `ops-tools operator onboard` writes on an operator's server (as
-    playbooks/operator_worker.yml runs it: as root, the inventory's default)."""
+    playbooks/operator_worker.yml runs it: as the inventory's default net-worker user)."""
     state = Path("/var/lib/net/operator/operator")
     opts = Options(name="operator", state_dir=state, keystore_dir=state / "keystore",
                    passphrase_file=None, rpc_url="ws://127.0.0.1:9944", faucet_url="",
-                   attestation_url="", gateway_url="",
+                   attestation_url="", gateway_url="", service_user="net-worker",
                    worker_executable=Path("/opt/net/venv/bin/net-worker"))
     path = out / f"{opts.program}.service"
     path.write_text(operator_units.systemd_unit(opts))

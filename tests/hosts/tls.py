@@ -1,10 +1,12 @@
 """A throwaway certificate authority for the edge's tests (roles/edge, docs/edge.md): a CA and,
 per site, the files the testnet inventory's edge takes from `net_tls_src_dir`, net-<site>.pem
 (covering every name of the site) and net-<site>.key. P-256, valid two days; every key 0600.
+A site written SITE@rsa gets an RSA key instead (usable for RSA key exchange, so that a test can
+show the edge refusing the suites without forward secrecy, which an ECDSA key cannot offer).
 Clients then trust ca.pem alone (tests/hosts/edge_client.py).
 
 Used by roles/edge/molecule/systemd (prepare.yml) and tests/hosts/test_testnet_shape.py.
-Usage (from the repository root): python -m tests.hosts.tls DIR SITE=NAME[,NAME...] ..."""
+Usage (from the repository root): python -m tests.hosts.tls DIR SITE[@rsa]=NAME[,NAME...] ..."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from pathlib import Path
 
 DAYS = "2"
 _EC = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+_RSA = ["-newkey", "rsa:2048", "-nodes"]
 
 
 def _openssl(directory: Path, *args: str) -> None:
@@ -36,17 +39,21 @@ def make_ca(directory: Path) -> Path:
     return directory / "ca.pem"
 
 
-def issue(directory: Path, site: str, names: list[str]) -> tuple[Path, Path]:
+def issue(directory: Path, site: str, names: list[str], rsa: bool = False,
+          ocsp_url: str | None = None) -> tuple[Path, Path]:
     """net-<site>.pem for ``names`` (the first is the subject), signed by the CA of
-    ``directory``, and net-<site>.key."""
+    ``directory``, and net-<site>.key (RSA with ``rsa``, else P-256); ``ocsp_url`` names an
+    OCSP responder in the certificate, as a public CA's do."""
     ext = directory / f"net-{site}.ext"
+    usage = "digitalSignature, keyEncipherment" if rsa else "digitalSignature"
     ext.write_text(
         "basicConstraints = critical, CA:FALSE\n"
-        "keyUsage = critical, digitalSignature\n"
+        f"keyUsage = critical, {usage}\n"
         "extendedKeyUsage = serverAuth\n"
         f"subjectAltName = {', '.join(f'DNS:{n}' for n in names)}\n"
+        + (f"authorityInfoAccess = OCSP;URI:{ocsp_url}\n" if ocsp_url else "")
     )
-    _openssl(directory, "req", "-new", *_EC, "-subj", f"/CN={names[0]}",
+    _openssl(directory, "req", "-new", *(_RSA if rsa else _EC), "-subj", f"/CN={names[0]}",
              "-keyout", f"net-{site}.key", "-out", f"net-{site}.csr")
     _openssl(directory, "x509", "-req", "-in", f"net-{site}.csr", "-CA", "ca.pem",
              "-CAkey", "ca.key", "-CAcreateserial", "-days", DAYS, "-extfile", ext.name,
@@ -55,10 +62,12 @@ def issue(directory: Path, site: str, names: list[str]) -> tuple[Path, Path]:
 
 
 def make(directory: Path, sites: dict[str, list[str]]) -> Path:
-    """The CA and one certificate per site; returns the CA's certificate."""
+    """The CA and one certificate per site (a site named SITE@rsa: an RSA key); returns the
+    CA's certificate."""
     ca = make_ca(directory)
     for site, names in sites.items():
-        issue(directory, site, names)
+        name, _, kind = site.partition("@")
+        issue(directory, name, names, rsa=kind == "rsa")
     return ca
 
 

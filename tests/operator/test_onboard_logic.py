@@ -171,7 +171,9 @@ def test_systemd_unit_is_hardened_with_a_watchdog(tmp_path):
     unit = units.systemd_unit(opts)
     for line in ("Type=notify", "NotifyAccess=main", f"WatchdogSec={units.WATCHDOG_SEC}",
                  "Restart=always", "NoNewPrivileges=true", "ProtectSystem=strict",
-                 "CapabilityBoundingSet=", f"ReadWritePaths={opts.state_dir}", "User=net"):
+                 "CapabilityBoundingSet=", f"ReadWritePaths={opts.state_dir}", "User=net",
+                 # What the onboarding wrote as root goes to the worker's user before it starts.
+                 f"ExecStartPre=+/bin/chown -R net:net {opts.state_dir} {opts.keystore_dir}"):
         assert line in unit.splitlines()
     assert f"--config {opts.state_dir / 'worker.yml'}" in unit
 

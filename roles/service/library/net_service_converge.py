@@ -44,7 +44,11 @@ options:
     required: true
   manager: {description: service manager, type: str, choices: [supervisor, systemd], required: true}
   supervisor_conf: {description: supervisord.conf of the project's supervisord, type: path}
-  owner: {description: Owner of the directories, the secrets and the files marked owned, type: str}
+  owner:
+    description: >-
+      Owner of the directories, the secrets and the files marked owned; when an existing
+      directory changes hands, everything in it goes to the new owner
+    type: str
   group: {description: Their group, type: str}
   directories:
     description: Directories to keep, each path and mode.
@@ -134,6 +138,15 @@ def _write(module: AnsibleModule, spec: dict, content: bytes, mode: int,
         raise
 
 
+def _hand_over(path: str) -> None:
+    """Give what the service wrote under its directory (databases, salts) to the directory's
+    new owner: a service moved to a user of its own keeps its state."""
+    st = os.stat(path)
+    for root, dirs, files in os.walk(path):
+        for name in dirs + files:
+            os.chown(os.path.join(root, name), st.st_uid, st.st_gid, follow_symlinks=False)
+
+
 def _ensure_dir(module: AnsibleModule, path: str, mode: int, owner: str | None,
                 group: str | None) -> bool:
     exists = os.path.isdir(path)
@@ -143,8 +156,11 @@ def _ensure_dir(module: AnsibleModule, path: str, mode: int, owner: str | None,
     os.makedirs(path, exist_ok=True)
     os.chmod(path, mode)
     if owner or group:
-        changed |= module.set_owner_if_different(path, owner, False)
-        changed |= module.set_group_if_different(path, group, False)
+        moved = module.set_owner_if_different(path, owner, False)
+        moved |= module.set_group_if_different(path, group, False)
+        if moved and exists:
+            _hand_over(path)
+        changed |= moved
     return changed
 
 
