@@ -15,14 +15,12 @@ already there, start a started node).
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ops_tools import atomic
 from ops_tools.errors import InputError, OpsError
 from ops_tools.reset import converge, inspection, network, repair
 from ops_tools.reset.context import CycleContext, CycleFailed, Options
@@ -31,6 +29,7 @@ from ops_tools.reset.hooks import load_hooks
 from ops_tools.reset.journal import Journal
 from ops_tools.reset.lock import cycle_lock
 from ops_tools.reset.nodes import HostOpFailed
+from ops_tools.reset.outcome import record as record_outcome
 from ops_tools.reset.phases import DESTRUCTIVE, INSPECT, REPAIR, RESET, ROLL, Phase
 from ops_tools.reset.recheck import recheck
 
@@ -162,8 +161,7 @@ class ResetCycle:
             "error": error,
             "journal": str(journal.path),
         }
-        atomic.write_text(journal.path.with_name("last-run.json"),
-                          json.dumps(outcome, indent=2, sort_keys=True) + "\n", mode=0o600)
+        record_outcome(journal.path.parent, outcome)
 
     def _run_locked(self, journal: Journal | None) -> Report:
         self.journal = journal

@@ -50,6 +50,14 @@ class Node:
             return f"{status} >/dev/null 2>&1 || {self._service('start')}"
         return self._service("start")
 
+    def restart_command(self) -> str:
+        """Start a node that is down; restart one whose process runs but does not answer."""
+        if self.manifest["service"]["manager"] == "supervisor":
+            status = self._service("status")
+            return f"if {status} >/dev/null 2>&1; then {self._service('restart')}; else" \
+                   f" {self._service('start')}; fi"
+        return self._service("restart")
+
     def purge_command(self) -> str:
         m = self.manifest
         return shlex.join(

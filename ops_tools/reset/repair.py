@@ -1,9 +1,10 @@
 """The repair plan: the network is on the expected genesis, but something in front of it is down.
 
-What did not answer is started (authorities first, then the RPC and full nodes) through the
-service manager its host manifest names, and each must serve the expected genesis again; a public
-endpoint that still does not answer behind an edge has the edge re-converged by its role. No
-chain data is touched: block heights continue and balances are kept.
+What did not answer is started, or restarted when its process runs but does not answer
+(authorities first, then the RPC and full nodes), through the service manager its host manifest
+names, and each must serve the expected genesis again; a public endpoint that still does not
+answer behind an edge has the edge re-converged by its role. No chain
+data is touched: block heights continue and balances are kept.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def repair_nodes(ctx: CycleContext) -> str:
         if not down:
             continue
         ctx.machines.run("start the nodes that are down",
-                         {n.host: [n.start_command()] for n in down})
+                         {n.host: [n.restart_command()] for n in down})
         for node in down:
 
             def check(node: Node = node) -> tuple[bool, str]:
