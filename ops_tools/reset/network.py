@@ -62,6 +62,11 @@ def stop_nodes(ctx: CycleContext) -> str:
 
 
 def _reset_nodes(ctx: CycleContext, nodes: list[Node]) -> str:
+    if ctx.opts.resume:
+        # Done again on a resumed cycle, after its nodes may have been started on what was
+        # pushed: a database is never purged under a running node.
+        ctx.machines.run("stop before the purge",
+                         {n.host: [n.ensure_stopped_command()] for n in nodes})
     ctx.machines.run("purge chain data", {n.host: [n.purge_command()] for n in nodes})
     binary = Path(ctx.facts["node_binary"])
     spec = Path(ctx.facts["render_dir"]) / "raw.json"

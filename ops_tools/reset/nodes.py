@@ -50,6 +50,13 @@ class Node:
             return f"{status} >/dev/null 2>&1 || {self._service('start')}"
         return self._service("start")
 
+    def ensure_stopped_command(self) -> str:
+        """Stop the node if it runs (supervisorctl answers a stop of a stopped program with an
+        error)."""
+        if self.manifest["service"]["manager"] == "supervisor":
+            return f"if {self._service('status')} >/dev/null 2>&1; then {self.stop_command()}; fi"
+        return self.stop_command()
+
     def restart_command(self) -> str:
         """Start a node that is down; restart one whose process runs but does not answer."""
         if self.manifest["service"]["manager"] == "supervisor":

@@ -253,3 +253,26 @@ def test_every_staged_service_of_a_host_is_restarted():
     detail = restart_services(ctx)
     assert calls == [({h: [restart_command(p) for p in ps] for h, ps in staged.items()}, True)]
     assert detail == "restarted net-faucet, net-indexer, net-indexer-processor"
+
+
+def test_a_resumed_cycle_skips_the_build_only_while_its_artifact_is_intact(tmp_path):
+    from types import SimpleNamespace
+
+    from ops_tools.checksums import sha256_file
+    from ops_tools.reset.recheck import recheck
+
+    binary, runtime = tmp_path / "net-node", tmp_path / "runtime.wasm"
+    binary.write_bytes(b"node")
+    runtime.write_bytes(b"wasm")
+    ctx = SimpleNamespace(facts={
+        "revision": "ab" * 20, "node_binary": str(binary), "runtime": str(runtime),
+        "binary_sha256": sha256_file(binary), "runtime_sha256": sha256_file(runtime)})
+    assert recheck(Phase.BUILD, ctx) == (True, f"checked: artifact of {'ab' * 6} intact")
+    runtime.write_bytes(b"another runtime")
+    holds, why = recheck(Phase.BUILD, ctx)
+    assert not holds and why == f"the built runtime {runtime} no longer has sha256" \
+        f" {ctx.facts['runtime_sha256']}"
+    binary.unlink()
+    assert recheck(Phase.BUILD, ctx) == (False, f"the built node binary {binary} is gone")
+    # the decision is the attempt being resumed: kept, never taken again mid-reset
+    assert recheck(Phase.DECIDE, ctx)[0]

@@ -443,6 +443,9 @@ def test_killed_in_the_start_phase_then_resume_completes_and_a_second_cycle_is_r
         proc.wait()
     killed = journal(base)
     assert killed["status"] == "running"
+    # The journal says authority-1's spec was pushed; the world no longer agrees.
+    spec = Path(manifests(env)["authority-1"]["chainspec_path"])
+    spec.write_text("{}")
     # As the scheduler runs it: the interrupted cycle is finished first, then a new one runs
     # (and finds nothing to do on the revision just reset onto).
     resumed = cycle(env, suite, "--resume-interrupted", "--yes")
@@ -450,6 +453,10 @@ def test_killed_in_the_start_phase_then_resume_completes_and_a_second_cycle_is_r
     report = json.loads(resumed.stdout)
     assert report["resumed"]["cycle_id"] == killed["cycle_id"]
     assert report["resumed"]["decision"] == "reset"
+    redone = {p["name"]: p for p in report["resumed"]["phases"][len(killed["phases"]):]}
+    assert redone["reset-authorities"]["detail"].startswith(
+        f"done again (authority-1: spec {spec} is not the pushed one"), redone
+    assert redone["stop-nodes"]["status"] == "checked"
     assert report["decision"] == "nothing" and report["cycle_id"] != killed["cycle_id"]
     assert RpcClient(PUBLIC).genesis_hash() == report["expected_genesis"]
     wait_finality(RpcClient(PUBLIC))
