@@ -62,24 +62,27 @@ def stop_nodes(ctx: CycleContext) -> str:
 
 
 def _reset_nodes(ctx: CycleContext, nodes: list[Node]) -> str:
-    if ctx.opts.resume:
-        # Done again on a resumed cycle, after its nodes may have been started on what was
-        # pushed: a database is never purged under a running node.
-        ctx.machines.run("stop before the purge",
-                         {n.host: [n.ensure_stopped_command()] for n in nodes})
-    ctx.machines.run("purge chain data", {n.host: [n.purge_command()] for n in nodes})
     binary = Path(ctx.facts["node_binary"])
     spec = Path(ctx.facts["render_dir"]) / "raw.json"
-    ctx.machines.put(
-        "push binary and spec",
-        {
-            n.host: [
-                (binary, n.manifest["binary"]["path"], "755"),
-                (spec, n.manifest["chainspec_path"], "644"),
-            ]
-            for n in nodes
-        },
-    )
+    push = {
+        n.host: [
+            (binary, n.manifest["binary"]["path"], "755"),
+            (spec, n.manifest["chainspec_path"], "644"),
+        ]
+        for n in nodes
+    }
+    if ctx.opts.resume:
+        # Done again by a resumed cycle: its nodes may have been started on what was pushed
+        # (a database is never purged under a running node), and what is on the host may be
+        # anything, so the purge reads the new spec, pushed first.
+        ctx.machines.run("stop before the purge",
+                         {n.host: [n.ensure_stopped_command()] for n in nodes})
+        ctx.machines.put("push binary and spec", push)
+        ctx.machines.run("purge chain data", {n.host: [n.purge_command()] for n in nodes})
+    else:
+        # The purge reads the spec on the host: the old chain's database is the one deleted.
+        ctx.machines.run("purge chain data", {n.host: [n.purge_command()] for n in nodes})
+        ctx.machines.put("push binary and spec", push)
     want = {"binary": ctx.facts["binary_sha256"], "spec": sha256_file(spec)}
     for n in nodes:
         for what, path in (
