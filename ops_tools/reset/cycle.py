@@ -19,6 +19,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ops_tools.errors import InputError, OpsError
@@ -89,7 +90,6 @@ RUNNERS: dict[Phase, Callable[[CycleContext], str]] = {
 FINISHED = ("completed", "declined")
 
 
-
 class ResetCycle:
     def __init__(self, opts: Options) -> None:
         self.opts = opts
@@ -114,10 +114,10 @@ class ResetCycle:
         return report
 
     @staticmethod
-    def _interrupted(path: Any) -> bool:
+    def _interrupted(path: Path) -> bool:
         return path.exists() and Journal.load(path).status not in FINISHED
 
-    def _run_journaled(self, path: Any) -> Report:
+    def _run_journaled(self, path: Path) -> Report:
         o = self.opts
         # The lock comes before the journal is touched: a refused second cycle must not
         # overwrite the journal of the one that holds it.
@@ -150,7 +150,8 @@ class ResetCycle:
         outcome = {
             "cycle_id": journal.cycle_id,
             "resumed": self.opts.resume,
-            "status": journal.status if error is None else "failed",
+            "status": journal.status if error is None or journal.status == "declined"
+            else "failed",
             "started": journal.started,
             "finished": time.time(),
             "decision": facts.get("action"),
