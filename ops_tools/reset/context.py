@@ -38,7 +38,7 @@ RPC_TIMEOUT_S = 5.0
 # A public endpoint that does not answer is asked again before anything is concluded from it:
 # an edge that restarts or a DNS answer that is late is not a down network.
 PUBLIC_PROBES = 3
-PUBLIC_PROBE_INTERVAL_S = 2.0
+PUBLIC_PROBE_INTERVAL_S = 1.5
 
 
 class CycleFailed(OpsError):
