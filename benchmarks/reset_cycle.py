@@ -1,5 +1,6 @@
 """Reset-cycle figures on the local network with the fixture pallet-suite: the no-change
-decision time with a warm build cache, and a full reset's total time and downtime.
+decision time with a warm build cache, the repair of a stopped rpc-0, and a full reset's total
+time and downtime.
 
     python benchmarks/reset_cycle.py
 
@@ -114,6 +115,22 @@ class ReadyWatch:
         return lines
 
 
+def repair(env: dict[str, str], base: Path, cycle: list[str]) -> None:
+    """A stopped public RPC node (rpc-0) in front of authorities on the expected genesis: the
+    cycle decides repair and starts it again, with the same chain."""
+    conf = base / "localnet" / "supervisor" / "supervisord.conf"
+    subprocess.run(["supervisorctl", "-c", str(conf), "stop", "net-node-rpc-0"],
+                   check=True, capture_output=True)
+    wall_s, report = ops(env, *cycle, "--yes")
+    if report["decision"] != "repair":
+        raise SystemExit(f"expected a repair, the cycle decided {report['decision']}")
+    phases = {p["name"]: p["seconds"] for p in report["phases"]}
+    repair_s = sum(phases[p] for p in ("repair-nodes", "repair-edge", "verify"))
+    print(f"repair of a stopped rpc-0: {wall_s:.2f} s wall (cycle's own {report['total_s']:.2f} s;"
+          f" compare with its public-endpoint probes {phases['compare']:.2f} s, repair phases"
+          f" {repair_s:.2f} s)")
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="reset-bench-") as tmp:
         base = Path(tmp)
@@ -161,6 +178,7 @@ def main() -> None:
             print(f"no-change decision without --dry-run: {decision_s:.2f} s")
             for phase in report["phases"]:
                 print(f"  {phase['name']:<18} {phase['seconds']:6.2f} s  {phase['detail'][:60]}")
+            repair(env, base, cycle)
             version = repo / VERSION_RS
             text = version.read_text()
             line = next(ln for ln in text.splitlines() if "SPEC_VERSION" in ln)

@@ -39,6 +39,15 @@ def reset_cycle(
     resume: bool = typer.Option(
         False, "--resume", help="Continue the interrupted cycle of this inventory."
     ),
+    resume_interrupted: bool = typer.Option(
+        False, "--resume-interrupted",
+        help="If this inventory's last cycle did not finish, resume it first, then run this one.",
+    ),
+    force_reset: bool = typer.Option(
+        False, "--force-reset",
+        help="Wipe the chain even though its genesis did not change (asks first; --yes to run"
+        " unattended).",
+    ),
     timeout: float = typer.Option(
         120.0, "--timeout", help="Seconds to wait for nodes at each wait."
     ),
@@ -55,6 +64,8 @@ def reset_cycle(
         dry_run=dry_run,
         yes=yes,
         resume=resume,
+        resume_interrupted=resume_interrupted,
+        force_reset=force_reset,
         timeout_s=timeout,
         build_cache=cache,
         confirm=_ask,
@@ -69,7 +80,11 @@ def reset_cycle(
     if json_out:
         print_json(asdict(report))
         return
+    if report.resumed:
+        console.print(f"resumed the interrupted cycle {report.resumed['cycle_id']} first"
+                      f" ({report.resumed['decision']}): done", markup=False)
     console.print(f"decision: {report.decision} — {report.reason}", markup=False)
+    _print_evidence(report.evidence)
     if report.dry_run:
         plan = ", ".join(report.plan) or "nothing"
         console.print(f"dry run: would run {plan}; no host was touched", markup=False)
@@ -88,3 +103,15 @@ def reset_cycle(
         )
     if report.journal:
         err_console.print(f"journal: {report.journal}", markup=False)
+
+
+def _print_evidence(evidence: dict) -> None:
+    """What the decision was taken on: the public endpoint's probes, each node's genesis."""
+    if not evidence.get("nodes"):
+        return
+    console.print(f"public endpoint {evidence.get('public_endpoint')}: "
+                  + "; ".join(evidence.get("public_probes") or ["not probed"]), markup=False)
+    for host, seen in evidence["nodes"].items():
+        serves = seen["serves"] or "nothing (no answer)"
+        console.print(f"  {host} ({seen['role']}): serves {serves}, deployed {seen['deployed']}",
+                      markup=False)

@@ -27,8 +27,19 @@ def status(
         _print_nodes(nodes)
         if services:
             _print_services(services)
+        _print_last_reset(inventory)
     if any(h.genesis_match is not True for h in found):
         raise typer.Exit(1)
+
+
+def _print_last_reset(inventory: Path) -> None:
+    # The reset cycle's own record on this controller (NET_OPS_STATE), as the scheduler left it.
+    from ops_tools.reset.outcome import last_run, summary
+
+    run = last_run(inventory)
+    if run is not None:
+        colour = "green" if run.get("status") == "completed" else "red"
+        console.print(summary(run), style=colour, markup=False, highlight=False)
 
 
 def _print_services(services: list[ServiceStatus]) -> None:

@@ -35,6 +35,10 @@ if TYPE_CHECKING:
 # Seconds for one JSON-RPC question to a node or the public endpoint (as curl's --max-time on
 # remote hosts). The questions go out in parallel, so this bounds the compare phase as a whole.
 RPC_TIMEOUT_S = 5.0
+# A public endpoint that does not answer is asked again before anything is concluded from it:
+# an edge that restarts or a DNS answer that is late is not a down network.
+PUBLIC_PROBES = 3
+PUBLIC_PROBE_INTERVAL_S = 1.5
 
 
 class CycleFailed(OpsError):
@@ -49,6 +53,8 @@ class Options:
     dry_run: bool = False
     yes: bool = False
     resume: bool = False
+    force_reset: bool = False
+    resume_interrupted: bool = False  # resume this inventory's unfinished cycle first, if any
     timeout_s: float = 120.0
     build_cache: Path | None = None
     on_step: Callable[[str], None] = lambda _: None
@@ -72,9 +78,12 @@ class Facts(TypedDict, total=False):
     expected_genesis: str
     # compare, decide
     public_genesis: str | None
+    public_probes: list[str]  # each probe of the public endpoint and what it answered
     node_genesis: dict[str, str | None]
+    deployed_genesis: dict[str, str | None]  # per host, from its manifest
     action: str
     reason: str
+    down: list[str]  # what did not answer (a repair brings it back)
     # stage-services: each service host's deferred restarts (net_service_converge's
     # pending_start)
     pending_services: dict[str, list[dict[str, Any]]]

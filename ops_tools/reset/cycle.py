@@ -6,28 +6,33 @@ own module (``inspection``, ``network``, ``converge``) taking the cycle's contex
 (``context.py``); a service with its own reset action plugs in as a phase function or as an
 inventory hook (``hooks.py``), without growing a class.
 
-``--resume`` skips the phases the journal records as done, so each phase must be safe to run
-again (stop a stopped node, purge a purged base path, push a file that is already there, start
-a started node).
+``--resume`` skips a phase the journal records as done only once the world agrees
+(``recheck.py``: a journal says what was attempted, the hosts say what is true); each phase
+must be safe to run again (stop a stopped node, purge a purged base path, push a file that is
+already there, start a started node).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ops_tools.errors import InputError, OpsError
-from ops_tools.reset import converge, inspection, network
+from ops_tools.reset import converge, inspection, network, repair
 from ops_tools.reset.context import CycleContext, CycleFailed, Options
 from ops_tools.reset.decide import Action, Decision
 from ops_tools.reset.hooks import load_hooks
 from ops_tools.reset.journal import Journal
 from ops_tools.reset.lock import cycle_lock
 from ops_tools.reset.nodes import HostOpFailed
-from ops_tools.reset.phases import DESTRUCTIVE, INSPECT, RESET, ROLL, Phase
+from ops_tools.reset.outcome import record as record_outcome
+from ops_tools.reset.phases import DESTRUCTIVE, INSPECT, REPAIR, RESET, ROLL, Phase
+from ops_tools.reset.recheck import recheck
 
 __all__ = ["CycleFailed", "Options", "Report", "ResetCycle"]
 
@@ -45,10 +50,16 @@ class Report:
     total_s: float | None = None
     journal: str | None = None
     dry_run: bool = False
+    # What did not answer (a repair's subject), and what the decision was taken on: each
+    # node's served and deployed genesis, and every probe of the public endpoint.
+    down: list[str] = field(default_factory=list)
+    evidence: dict[str, Any] = field(default_factory=dict)
+    # The interrupted cycle resumed first (--resume-interrupted): its id, decision and phases.
+    resumed: dict[str, Any] | None = None
 
 
 PLANS: dict[Action, list[Phase]] = {Action.NOTHING: [], Action.ROLL_BINARY: ROLL,
-                                    Action.RESET: RESET}
+                                    Action.REPAIR: REPAIR, Action.RESET: RESET}
 
 # What each phase does: a function of the cycle's context, returning the journal's detail line.
 RUNNERS: dict[Phase, Callable[[CycleContext], str]] = {
@@ -71,7 +82,12 @@ RUNNERS: dict[Phase, Callable[[CycleContext], str]] = {
     Phase.SERVICES: converge.services,
     Phase.RECORD: converge.record,
     Phase.ROLL_BINARY: converge.roll_binary,
+    Phase.REPAIR_NODES: repair.repair_nodes,
+    Phase.REPAIR_EDGE: repair.repair_edge,
 }
+
+# A journal in one of these states has nothing left to resume ("declined": not confirmed).
+FINISHED = ("completed", "declined")
 
 
 class ResetCycle:
@@ -85,21 +101,68 @@ class ResetCycle:
         if o.dry_run and not o.resume:
             return self._run_locked(None)  # a dry run writes no journal and takes no lock
         path = self.ctx.dir / "journal.json"
+        resumed = None
+        if o.resume_interrupted and not o.resume and self._interrupted(path):
+            # The interrupted cycle is finished first: a new one would decide on a half-reset
+            # network. When it fails, the new cycle does not start (the next run tries again).
+            first = ResetCycle(dataclasses.replace(o, resume=True, resume_interrupted=False))
+            done = first.run()
+            resumed = {"cycle_id": done.cycle_id, "decision": done.decision,
+                       "phases": done.phases}
+        report = self._run_journaled(path)
+        report.resumed = resumed
+        return report
+
+    @staticmethod
+    def _interrupted(path: Path) -> bool:
+        return path.exists() and Journal.load(path).status not in FINISHED
+
+    def _run_journaled(self, path: Path) -> Report:
+        o = self.opts
         # The lock comes before the journal is touched: a refused second cycle must not
         # overwrite the journal of the one that holds it.
         cycle_id = Journal.load(path).cycle_id if o.resume else uuid.uuid4().hex[:12]
         with cycle_lock(self.ctx.dir / "lock", cycle_id):
             if o.resume:
                 journal = Journal.load(path)
-                if journal.status == "completed":
+                if journal.status in FINISHED:
                     raise InputError(
-                        f"the last cycle ({journal.cycle_id}) completed; nothing to resume"
+                        f"the last cycle ({journal.cycle_id}) is {journal.status}; nothing to"
+                        " resume"
                     )
                 o.repo, o.ref = journal.repo, journal.ref
                 journal.mark_interrupted()
             else:
                 journal = Journal.new(path, cycle_id, str(o.inventory), o.repo, o.ref)
-            return self._run_locked(journal)
+            try:
+                report = self._run_locked(journal)
+            except BaseException as exc:
+                self._record_outcome(journal, error=str(exc) or type(exc).__name__)
+                raise
+            self._record_outcome(journal, report=report)
+            return report
+
+    def _record_outcome(self, journal: Journal, *, report: Report | None = None,
+                        error: str | None = None) -> None:
+        """The last run's outcome, where ``ops-tools status`` and the monitoring read it
+        (``last-run.json`` beside the journal, written atomically)."""
+        facts = journal.facts
+        outcome = {
+            "cycle_id": journal.cycle_id,
+            "resumed": self.opts.resume,
+            "status": journal.status if error is None or journal.status == "declined"
+            else "failed",
+            "started": journal.started,
+            "finished": time.time(),
+            "decision": facts.get("action"),
+            "reason": facts.get("reason"),
+            "down": facts.get("down", []),
+            "expected_genesis": facts.get("expected_genesis"),
+            "downtime_s": report.downtime_s if report else None,
+            "error": error,
+            "journal": str(journal.path),
+        }
+        record_outcome(journal.path.parent, outcome)
 
     def _run_locked(self, journal: Journal | None) -> Report:
         self.journal = journal
@@ -125,7 +188,13 @@ class ResetCycle:
                     journal.status = "completed"
                     journal.save()
                 return self._report(decision, plan, started)
-            self._confirm(decision, plan)
+            try:
+                self._confirm(decision, plan)
+            except CycleFailed as exc:
+                if journal is not None:  # nothing to resume: it was never confirmed
+                    journal.status, journal.error = "declined", str(exc)
+                    journal.save()
+                raise
             for phase in plan:
                 self._phase(phase)
         finally:
@@ -161,7 +230,22 @@ class ResetCycle:
             total_s=round(time.monotonic() - started, 2),
             journal=str(self.journal.path) if self.journal else None,
             dry_run=self.opts.dry_run,
+            down=list(facts.get("down", [])),
+            evidence=self._evidence(),
         )
+
+    def _evidence(self) -> dict[str, Any]:
+        facts = self.ctx.facts
+        roles = {n.host: n.role for n in self.ctx.nodes}
+        return {
+            "public_endpoint": self.ctx.var("net_public_rpc_url"),
+            "public_probes": list(facts.get("public_probes", [])),
+            "nodes": {
+                host: {"role": roles.get(host), "serves": served,
+                       "deployed": facts.get("deployed_genesis", {}).get(host)}
+                for host, served in facts.get("node_genesis", {}).items()
+            },
+        }
 
     def _confirm(self, decision: Decision, plan: list[Phase]) -> None:
         if self.opts.yes:
@@ -170,15 +254,26 @@ class ResetCycle:
         text = (
             f"{decision.reason}.\nThis will {decision.action.value} the network of"
             f" {self.opts.inventory} ({hosts}): phases {', '.join(p.value for p in plan)}."
-            " Chain data is purged; keystores and node keys are kept."
         )
+        if decision.action is Action.RESET:
+            wiped = "\n".join(f"  {n.host}: the chain database under {n.manifest['base_path']}"
+                               for n in self.ctx.nodes)
+            text += (f"\nIt deletes:\n{wiped}\nand every balance and account on the chain;"
+                     " keystores and node keys are kept.")
+        elif decision.action is Action.REPAIR:
+            text += " It starts what is down; no chain data is touched."
         if not self.opts.confirm(text):
             raise CycleFailed("not confirmed; nothing was changed (pass --yes to run unattended)")
 
     def _phase(self, phase: Phase) -> None:
         journal = self.journal
+        redo = ""
         if journal is not None and journal.done(phase.value):
-            return
+            holds, why = recheck(phase, self.ctx)
+            if holds:
+                journal.finish(journal.begin(phase.value), why, status="checked")
+                return
+            redo = f"done again ({why}): "
         if self.opts.dry_run and phase in DESTRUCTIVE:
             raise AssertionError(f"dry run reached destructive phase {phase}")
         self.opts.on_step(phase.value)
@@ -195,4 +290,4 @@ class ResetCycle:
                 journal.fail(record, f"interrupted: {type(exc).__name__}")
             raise
         if journal is not None and record is not None:
-            journal.finish(record, detail or "")
+            journal.finish(record, redo + (detail or ""))

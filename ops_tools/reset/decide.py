@@ -1,14 +1,22 @@
-"""Whether a revision needs a reset: pure logic over what was rendered and what is live."""
+"""What a revision asks of the network: pure logic over what was rendered and what is observed.
+
+A chain is purged only on evidence that it is not the expected one: a node that serves, or a host
+manifest that records, another genesis. Silence is not that evidence: a public endpoint or a node
+that does not answer (an edge or DNS fault, a crashed RPC node, a stopped authority) in front of
+nodes that serve or have deployed the expected genesis is a ``repair``, which starts what is down
+and never touches chain data.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 
 class Action(StrEnum):
     NOTHING = "nothing"
     ROLL_BINARY = "roll-binary"
+    REPAIR = "repair"
     RESET = "reset"
 
 
@@ -16,33 +24,62 @@ class Action(StrEnum):
 class Decision:
     action: Action
     reason: str
+    # What does not answer (node hosts, "public endpoint"): what a repair brings back.
+    down: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class Observed:
     expected_genesis: str
     expected_binary_sha256: str
-    public_genesis: str | None  # None: the public endpoint did not answer
-    node_genesis: dict[str, str | None]  # per host: served genesis, None if unreachable
+    public_genesis: str | None  # None: the public endpoint did not answer any probe
+    node_genesis: dict[str, str | None]  # per host: served genesis, None if it did not answer
+    deployed_genesis: dict[str, str | None]  # per host, from the host manifests
     deployed_binary_sha256: dict[str, str | None]  # per host, from the host manifests
+    force_reset: bool = False
+
+
+PUBLIC = "public endpoint"
+
+
+def _differs(o: Observed) -> list[str]:
+    """Every piece of evidence that the network is not on the expected genesis."""
+    seen = []
+    if o.public_genesis is not None and o.public_genesis != o.expected_genesis:
+        seen.append(f"the {PUBLIC} serves {o.public_genesis}")
+    for host in sorted(o.node_genesis.keys() | o.deployed_genesis.keys()):
+        served, deployed = o.node_genesis.get(host), o.deployed_genesis.get(host)
+        if served is not None and served != o.expected_genesis:
+            seen.append(f"{host} serves {served}")
+        if deployed != o.expected_genesis:
+            seen.append(f"{host} has deployed {deployed}")
+    return seen
 
 
 def decide(o: Observed) -> Decision:
-    if o.public_genesis is None:
-        # Nothing to compare with: the network is down, and a reset brings it up on the new
-        # genesis; preflight still checks the hosts against their manifests before any wipe.
-        return Decision(Action.RESET, "the public endpoint does not answer; the network is down")
-    if o.public_genesis != o.expected_genesis:
+    differs = _differs(o)
+    if differs:
         return Decision(
             Action.RESET,
-            f"the new revision's genesis {o.expected_genesis} differs from the live network's"
-            f" {o.public_genesis}",
+            f"the new revision's genesis {o.expected_genesis} differs from the network's:"
+            f" {'; '.join(differs)}",
         )
-    behind = sorted(h for h, g in o.node_genesis.items() if g != o.expected_genesis)
-    if behind:
+    if o.force_reset:
         return Decision(
             Action.RESET,
-            f"the public endpoint serves the expected genesis, but {', '.join(behind)} do(es) not",
+            f"--force-reset: every node serves or has deployed the expected genesis"
+            f" {o.expected_genesis}, and the chain is wiped anyway",
+        )
+    down = sorted(h for h, g in o.node_genesis.items() if g is None)
+    if o.public_genesis is None:
+        down.append(PUBLIC)
+    if down:
+        return Decision(
+            Action.REPAIR,
+            f"no node serves or has deployed another genesis than {o.expected_genesis}, but"
+            f" {', '.join(down)} do(es) not answer: repair (start what is down; chain data"
+            " kept)",
+            down,
         )
     stale = sorted(h for h, s in o.deployed_binary_sha256.items() if s != o.expected_binary_sha256)
     if stale:

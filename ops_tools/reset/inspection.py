@@ -10,6 +10,7 @@ the same inputs is reused once it checks out (``render_cache``).
 from __future__ import annotations
 
 import hashlib
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -17,7 +18,13 @@ from ops_tools.build.devnode_probe import devnode_version, find_devnode
 from ops_tools.chain.rpc import RpcClient, RpcError
 from ops_tools.chainspec import render_cache
 from ops_tools.checksums import sha256_file
-from ops_tools.reset.context import RPC_TIMEOUT_S, CycleContext
+from ops_tools.reset.context import (
+    PUBLIC_PROBE_INTERVAL_S,
+    PUBLIC_PROBES,
+    RPC_TIMEOUT_S,
+    CycleContext,
+    CycleFailed,
+)
 from ops_tools.reset.decide import Decision, Observed, decide
 from ops_tools.reset.nodes import Node
 from ops_tools.sources import devnode_source_digest
@@ -36,7 +43,10 @@ def build(ctx: CycleContext) -> str:
         from ops_tools.build.devnode_artifact import make_devnode_artifact
 
         o = ctx.opts
-        result = build(BuildRequest(repo=o.repo, ref=o.ref, cache=o.build_cache))
+        # A resumed cycle whose artifact is gone builds the revision it journaled, not what the
+        # ref names now: the render and the reset in progress are of that revision.
+        ref = ctx.facts.get("revision") or o.ref if o.resume else o.ref
+        result = build(BuildRequest(repo=o.repo, ref=ref, cache=o.build_cache))
         artifact = result.artifact
         if version is not None:
             artifact = make_devnode_artifact(
@@ -87,6 +97,12 @@ def render(ctx: CycleContext) -> str:
         Path(facts["runtime"]),
         pallet_suite_revision=facts["revision"],
     )
+    journaled = facts.get("expected_genesis")
+    if journaled is not None and genesis != journaled:
+        raise CycleFailed(
+            f"rendered again, revision {facts['revision'][:12]} gives genesis {genesis}, but the"
+            f" resumed cycle was resetting onto {journaled}; inspect {ctx.dir / 'journal.json'}"
+        )
     facts.update(render_dir=str(out), expected_genesis=genesis)
     return f"{genesis} (render reused: same inputs, checked)" if reused else genesis
 
@@ -114,31 +130,47 @@ def render_inputs(ctx: CycleContext, network: Path) -> render_cache.RenderInputs
     )
 
 
+def probe_public(url: str, tries: int, interval_s: float) -> tuple[str | None, list[str]]:
+    """The genesis the public endpoint serves, asked up to ``tries`` times ``interval_s`` apart
+    until it answers; with what each probe saw."""
+    client = RpcClient(url, timeout=RPC_TIMEOUT_S)
+    probes: list[str] = []
+    for attempt in range(1, tries + 1):
+        if attempt > 1:
+            time.sleep(interval_s)
+        try:
+            genesis = client.genesis_hash()
+        except RpcError as exc:
+            probes.append(f"probe {attempt}: no answer ({exc})")
+            continue
+        probes.append(f"probe {attempt}: {genesis}")
+        return genesis, probes
+    return None, probes
+
+
 def compare(ctx: CycleContext) -> str:
     url = ctx.public_url()
-
-    def public_genesis() -> str | None:
-        try:
-            return RpcClient(url, timeout=RPC_TIMEOUT_S).genesis_hash()
-        except RpcError:
-            return None
 
     def served_genesis(node: Node) -> str | None:
         result = ctx.node_rpc(node, "chain_getBlockHash", [0])
         return str(result) if result else None
 
     # Local nodes and the public endpoint are asked at once from threads; remote nodes go
-    # through the pyinfra session meanwhile, from this thread only.
+    # through the pyinfra session meanwhile, from this thread only. The public endpoint's
+    # further probes (when it does not answer) overlap the nodes' questions too.
     local = [n for n in ctx.nodes if ctx.on_this_machine(n.host)]
     with ThreadPoolExecutor(max_workers=1 + len(local)) as pool:
-        public_future = pool.submit(public_genesis)
+        public_future = pool.submit(probe_public, url, PUBLIC_PROBES, PUBLIC_PROBE_INTERVAL_S)
         futures = {n.host: pool.submit(served_genesis, n) for n in local}
         remote = {n.host: served_genesis(n) for n in ctx.nodes if n.host not in futures}
-        public = public_future.result()
+        public, probes = public_future.result()
         asked = {host: f.result() for host, f in futures.items()} | remote
     served = {n.host: asked[n.host] for n in ctx.nodes}
-    ctx.facts.update(public_genesis=public, node_genesis=served)
-    return f"public {public}; " + ", ".join(f"{h} {g}" for h, g in served.items())
+    deployed = {n.host: n.manifest.get("genesis_hash") for n in ctx.nodes}
+    ctx.facts.update(public_genesis=public, public_probes=probes, node_genesis=served,
+                     deployed_genesis=deployed)
+    return f"public {public}; " + ", ".join(
+        f"{h} serves {served[h]}, deployed {deployed[h]}" for h in served)
 
 
 def decision(ctx: CycleContext) -> str:
@@ -149,10 +181,12 @@ def decision(ctx: CycleContext) -> str:
             expected_binary_sha256=facts["binary_sha256"],
             public_genesis=facts["public_genesis"],
             node_genesis=facts["node_genesis"],
+            deployed_genesis=facts["deployed_genesis"],
             deployed_binary_sha256={
                 n.host: (n.manifest.get("binary") or {}).get("sha256") for n in ctx.nodes
             },
+            force_reset=ctx.opts.force_reset,
         )
     )
-    facts.update(action=d.action.value, reason=d.reason)
+    facts.update(action=d.action.value, reason=d.reason, down=d.down)
     return f"{d.action.value}: {d.reason}"

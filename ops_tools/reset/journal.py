@@ -16,7 +16,9 @@ from ops_tools.errors import InputError
 @dataclass
 class PhaseRecord:
     name: str
-    status: str  # running | done | failed | interrupted (killed while running)
+    # running | done | failed | interrupted (killed while running) | checked (done earlier, its
+    # result found still there by a resumed cycle, so skipped)
+    status: str
     started: float
     finished: float | None = None
     detail: str = ""
@@ -29,7 +31,7 @@ class Journal:
     inventory: str
     repo: str
     ref: str
-    status: str = "running"  # running | failed | completed
+    status: str = "running"  # running | failed | completed | declined (not confirmed)
     started: float = field(default_factory=time.time)
     facts: dict[str, Any] = field(default_factory=dict)  # revision, artifact, genesis, decision…
     phases: list[PhaseRecord] = field(default_factory=list)
@@ -68,8 +70,8 @@ class Journal:
         self.save()
         return record
 
-    def finish(self, record: PhaseRecord, detail: str = "") -> None:
-        record.status, record.finished, record.detail = "done", time.time(), detail
+    def finish(self, record: PhaseRecord, detail: str = "", status: str = "done") -> None:
+        record.status, record.finished, record.detail = status, time.time(), detail
         self.save()
 
     def mark_interrupted(self) -> None:

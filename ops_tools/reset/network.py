@@ -55,26 +55,37 @@ def stop_services(ctx: CycleContext) -> str:
 
 
 def stop_nodes(ctx: CycleContext) -> str:
-    order = ctx.of_role("rpc", "full") + ctx.of_role("authority")
-    for node in order:  # public endpoint first, authorities last
-        ctx.machines.run(f"stop {node.host}", {node.host: [node.stop_command()]})
-    return ", ".join(n.host for n in order)
+    # Public endpoint first, authorities last; the nodes of one step stop at once (several
+    # nodes on one machine, as on the local network, need not wait for each other's shutdown).
+    steps = [ctx.of_role("rpc", "full"), ctx.of_role("authority")]
+    for nodes in steps:
+        ctx.machines.run(f"stop {', '.join(n.host for n in nodes)}",
+                         {n.host: [n.stop_command()] for n in nodes}, parallel=True)
+    return ", ".join(n.host for nodes in steps for n in nodes)
 
 
 def _reset_nodes(ctx: CycleContext, nodes: list[Node]) -> str:
-    ctx.machines.run("purge chain data", {n.host: [n.purge_command()] for n in nodes})
     binary = Path(ctx.facts["node_binary"])
     spec = Path(ctx.facts["render_dir"]) / "raw.json"
-    ctx.machines.put(
-        "push binary and spec",
-        {
-            n.host: [
-                (binary, n.manifest["binary"]["path"], "755"),
-                (spec, n.manifest["chainspec_path"], "644"),
-            ]
-            for n in nodes
-        },
-    )
+    push = {
+        n.host: [
+            (binary, n.manifest["binary"]["path"], "755"),
+            (spec, n.manifest["chainspec_path"], "644"),
+        ]
+        for n in nodes
+    }
+    if ctx.opts.resume:
+        # Done again by a resumed cycle: its nodes may have been started on what was pushed
+        # (a database is never purged under a running node), and what is on the host may be
+        # anything, so the purge reads the new spec, pushed first.
+        ctx.machines.run("stop before the purge",
+                         {n.host: [n.ensure_stopped_command()] for n in nodes})
+        ctx.machines.put("push binary and spec", push)
+        ctx.machines.run("purge chain data", {n.host: [n.purge_command()] for n in nodes})
+    else:
+        # The purge reads the spec on the host: the old chain's database is the one deleted.
+        ctx.machines.run("purge chain data", {n.host: [n.purge_command()] for n in nodes})
+        ctx.machines.put("push binary and spec", push)
     want = {"binary": ctx.facts["binary_sha256"], "spec": sha256_file(spec)}
     for n in nodes:
         for what, path in (
@@ -98,7 +109,8 @@ def reset_rpc(ctx: CycleContext) -> str:
 
 
 def _start(ctx: CycleContext, nodes: list[Node]) -> str:
-    ctx.machines.run("start nodes", {n.host: [n.start_command()] for n in nodes})
+    # At once: supervisorctl waits for each program's startsecs, one after the other otherwise.
+    ctx.machines.run("start nodes", {n.host: [n.start_command()] for n in nodes}, parallel=True)
     return ", ".join(n.host for n in nodes)
 
 

@@ -50,6 +50,21 @@ class Node:
             return f"{status} >/dev/null 2>&1 || {self._service('start')}"
         return self._service("start")
 
+    def ensure_stopped_command(self) -> str:
+        """Stop the node if it runs (supervisorctl answers a stop of a stopped program with an
+        error)."""
+        if self.manifest["service"]["manager"] == "supervisor":
+            return f"if {self._service('status')} >/dev/null 2>&1; then {self.stop_command()}; fi"
+        return self.stop_command()
+
+    def restart_command(self) -> str:
+        """Start a node that is down; restart one whose process runs but does not answer."""
+        if self.manifest["service"]["manager"] == "supervisor":
+            status = self._service("status")
+            return f"if {status} >/dev/null 2>&1; then {self._service('restart')}; else" \
+                   f" {self._service('start')}; fi"
+        return self._service("restart")
+
     def purge_command(self) -> str:
         m = self.manifest
         return shlex.join(

@@ -31,6 +31,9 @@ class Phase(StrEnum):
     SERVICES = "services"  # declared reset actions; every service ready on the new genesis
     RECORD = "record"  # re-converge with the roles: host manifests now describe the new chain
     ROLL_BINARY = "roll-binary"  # same genesis, new binary: rolling re-provision
+    # same genesis, something in front of it down: start it again, chain data kept
+    REPAIR_NODES = "repair-nodes"
+    REPAIR_EDGE = "repair-edge"
 
 
 # Phases of each plan, in the order they run.
@@ -52,6 +55,7 @@ RESET = [
     Phase.RECORD,
 ]
 ROLL = [Phase.PREFLIGHT, Phase.ROLL_BINARY]
+REPAIR = [Phase.REPAIR_NODES, Phase.REPAIR_EDGE, Phase.VERIFY]
 
 # A phase that changes a host: confirmed first, never run by --dry-run.
-DESTRUCTIVE = frozenset(RESET[1:] + ROLL[1:])
+DESTRUCTIVE = frozenset(RESET[1:] + ROLL[1:] + [Phase.REPAIR_NODES, Phase.REPAIR_EDGE])

@@ -13,7 +13,8 @@ from ops_tools.reset.hooks import load_hooks
 from ops_tools.reset.journal import Journal
 from ops_tools.reset.lock import LockHeld, cycle_lock
 from ops_tools.reset.nodes import LOCAL, machine_of
-from ops_tools.reset.phases import DESTRUCTIVE, INSPECT, RESET, Phase
+from ops_tools.reset.phases import DESTRUCTIVE, INSPECT, REPAIR, RESET, Phase
+from ops_tools.reset.recheck import CHECKS, KEPT, RERUN
 
 G_OLD, G_NEW = "0x" + "11" * 32, "0x" + "22" * 32
 
@@ -24,6 +25,7 @@ def observed(**kw):
         expected_binary_sha256="b1",
         public_genesis=G_NEW,
         node_genesis={"a0": G_NEW, "a1": G_NEW, "rpc": G_NEW},
+        deployed_genesis={"a0": G_NEW, "a1": G_NEW, "rpc": G_NEW},
         deployed_binary_sha256={"a0": "b1", "a1": "b1", "rpc": "b1"},
     )
     base.update(kw)
@@ -36,19 +38,49 @@ def test_same_genesis_and_binary_is_nothing_to_do():
     assert G_NEW in d.reason
 
 
+OLD_EVERYWHERE = {"a0": G_OLD, "a1": G_OLD, "rpc": G_OLD}
+
+
 def test_new_genesis_is_a_reset_and_says_both_hashes():
-    d = decide(observed(public_genesis=G_OLD, node_genesis={"a0": G_OLD}))
+    d = decide(observed(public_genesis=G_OLD, node_genesis=OLD_EVERYWHERE,
+                        deployed_genesis=OLD_EVERYWHERE))
     assert d.action is Action.RESET
     assert G_OLD in d.reason and G_NEW in d.reason
 
 
 def test_a_node_behind_the_public_endpoint_is_a_reset():
-    d = decide(observed(node_genesis={"a0": G_NEW, "a1": G_OLD}))
-    assert d.action is Action.RESET and "a1" in d.reason
+    d = decide(observed(node_genesis={"a0": G_NEW, "a1": G_OLD, "rpc": G_NEW}))
+    assert d.action is Action.RESET and "a1 serves" in d.reason
 
 
-def test_down_network_is_a_reset():
-    assert decide(observed(public_genesis=None)).action is Action.RESET
+def test_a_down_network_that_has_deployed_another_genesis_is_a_reset():
+    # Nothing answers, but the manifests record the old chain: the new revision differs.
+    d = decide(observed(public_genesis=None, node_genesis=dict.fromkeys(OLD_EVERYWHERE),
+                        deployed_genesis=OLD_EVERYWHERE))
+    assert d.action is Action.RESET and "a0 has deployed" in d.reason
+
+
+def test_a_down_public_endpoint_in_front_of_the_expected_genesis_is_a_repair():
+    d = decide(observed(public_genesis=None, node_genesis={"a0": G_NEW, "a1": G_NEW,
+                                                           "rpc": None}))
+    assert d.action is Action.REPAIR
+    assert d.down == ["rpc", "public endpoint"]
+
+
+def test_every_node_down_on_the_expected_deployed_genesis_is_a_repair():
+    d = decide(observed(public_genesis=None, node_genesis=dict.fromkeys(OLD_EVERYWHERE)))
+    assert d.action is Action.REPAIR and d.down == ["a0", "a1", "rpc", "public endpoint"]
+
+
+def test_a_stopped_authority_behind_a_healthy_endpoint_is_a_repair():
+    d = decide(observed(node_genesis={"a0": G_NEW, "a1": None, "rpc": G_NEW}))
+    assert d.action is Action.REPAIR and d.down == ["a1"]
+
+
+def test_force_reset_wipes_an_unchanged_genesis_and_says_so():
+    d = decide(observed(force_reset=True))
+    assert d.action is Action.RESET and "--force-reset" in d.reason
+    assert decide(observed()).action is Action.NOTHING
 
 
 def test_changed_binary_alone_is_a_rolling_restart():
@@ -68,6 +100,14 @@ def test_inspection_is_never_destructive_and_the_reset_order_is_safe():
     # the RPC node and the services are wiped only once the authorities finalize again
     assert order.index(Phase.WAIT_FINALITY) < order.index(Phase.RESET_RPC)
     assert order.index(Phase.VERIFY) < order.index(Phase.SERVICES)
+    # a repair purges nothing: no phase of it stops or resets a node
+    assert not set(REPAIR) & {Phase.STOP_NODES, Phase.RESET_AUTHORITIES, Phase.RESET_RPC}
+
+
+def test_every_phase_has_exactly_one_resume_rule():
+    rules = [set(CHECKS), set(KEPT), set(RERUN)]
+    for phase in Phase:
+        assert sum(phase in r for r in rules) == 1, phase
 
 
 def test_journal_round_trip_and_resume_point(tmp_path):
@@ -213,3 +253,26 @@ def test_every_staged_service_of_a_host_is_restarted():
     detail = restart_services(ctx)
     assert calls == [({h: [restart_command(p) for p in ps] for h, ps in staged.items()}, True)]
     assert detail == "restarted net-faucet, net-indexer, net-indexer-processor"
+
+
+def test_a_resumed_cycle_skips_the_build_only_while_its_artifact_is_intact(tmp_path):
+    from types import SimpleNamespace
+
+    from ops_tools.checksums import sha256_file
+    from ops_tools.reset.recheck import recheck
+
+    binary, runtime = tmp_path / "net-node", tmp_path / "runtime.wasm"
+    binary.write_bytes(b"node")
+    runtime.write_bytes(b"wasm")
+    ctx = SimpleNamespace(facts={
+        "revision": "ab" * 20, "node_binary": str(binary), "runtime": str(runtime),
+        "binary_sha256": sha256_file(binary), "runtime_sha256": sha256_file(runtime)})
+    assert recheck(Phase.BUILD, ctx) == (True, f"checked: artifact of {'ab' * 6} intact")
+    runtime.write_bytes(b"another runtime")
+    holds, why = recheck(Phase.BUILD, ctx)
+    assert not holds and why == f"the built runtime {runtime} no longer has sha256" \
+        f" {ctx.facts['runtime_sha256']}"
+    binary.unlink()
+    assert recheck(Phase.BUILD, ctx) == (False, f"the built node binary {binary} is gone")
+    # the decision is the attempt being resumed: kept, never taken again mid-reset
+    assert recheck(Phase.DECIDE, ctx)[0]

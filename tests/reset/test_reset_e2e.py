@@ -189,6 +189,114 @@ def test_same_revision_is_nothing_to_do_and_touches_no_host(world):
     assert uptimes(run_supervisorctl(env, "status")) >= uptimes(programs_before)
 
 
+NODES = ("authority-0", "authority-1", "rpc-0")
+AUTHORITY_0 = "http://127.0.0.1:9945"
+
+
+def state_dir(base: Path) -> Path:
+    (path,) = (base / "ops-state" / "reset").glob("*/journal.json")
+    return path.parent
+
+
+def program(host: str) -> str:
+    return f"net-node-{host}"
+
+
+def stop_by_pid(env, host: str) -> None:
+    """Ends the node's process as a crash or an operator's kill would, not through supervisor."""
+    pid = int(run_supervisorctl(env, "pid", program(host)).strip())
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text():
+        assert time.monotonic() < deadline, f"{host} (pid {pid}) did not stop"
+        time.sleep(0.1)
+    status = run_supervisorctl(env, "status", program(host))
+    assert "RUNNING" not in status, f"supervisor brought {host} back by itself: {status}"
+
+
+def chain_state(url: str) -> tuple[int, str]:
+    client = RpcClient(url)
+    return client.best_number(), client.call("state_getStorage", [ALICE_KEY])
+
+
+def assert_repaired_with_the_same_chain(env, suite, base, down, before):
+    """The dry run, then the real run, decide repair; the real one brings the chain back as it
+    was: same genesis, heights continue, balances kept, no chain data purged."""
+    genesis, best, alice = before
+    dry = cycle(env, suite, "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    plan = json.loads(dry.stdout)
+    assert plan["decision"] == "repair" and plan["dry_run"]
+    assert plan["plan"] == ["repair-nodes", "repair-edge", "verify"]
+    assert set(plan["down"]) == {*down, "public endpoint"}
+    evidence = plan["evidence"]
+    assert len(evidence["public_probes"]) == 3
+    assert all("no answer" in p for p in evidence["public_probes"])
+    for host in NODES:
+        assert evidence["nodes"][host]["deployed"] == genesis
+        assert evidence["nodes"][host]["serves"] == (None if host in down else genesis)
+    for host in down:  # a dry run touches nothing
+        assert "RUNNING" not in run_supervisorctl(env, "status", program(host))
+
+    result = cycle(env, suite, "--yes")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["decision"] == "repair" and report["reason"] == plan["reason"]
+    assert [p["name"] for p in report["phases"]] == [
+        "build", "render", "compare", "decide", "repair-nodes", "repair-edge", "verify"]
+    repaired = report["phases"][4]["detail"]
+    assert all(f"{host}: was down, started" in repaired for host in down), repaired
+    assert RpcClient(PUBLIC).genesis_hash() == genesis
+    best_after, alice_after = chain_state(PUBLIC)
+    assert best_after > best  # the same chain, continued: not a new one from block 0
+    assert alice_after == alice
+    for host, m in manifests(env).items():
+        assert m["genesis_hash"] == genesis, host
+    outcome = json.loads((state_dir(base) / "last-run.json").read_text())
+    assert outcome["status"] == "completed" and outcome["decision"] == "repair"
+    assert set(outcome["down"]) == set(plan["down"])
+
+
+def test_stopped_rpc_node_is_repaired_not_reset(world):
+    env, suite, base = world
+    spend_from_alice()  # the chain's state differs from genesis: a reset would show
+    genesis = RpcClient(PUBLIC).genesis_hash()
+    best, alice = chain_state(AUTHORITY_0)
+    stop_by_pid(env, "rpc-0")
+    assert_repaired_with_the_same_chain(env, suite, base, ["rpc-0"], (genesis, best, alice))
+    shown = run({**env, "COLUMNS": "1000"}, "status", "--inventory", INVENTORY)
+    assert re.search(r"last reset cycle \w+ \(.*\): completed, decision repair \(down: rpc-0,"
+                     r" public endpoint\)", shown.stdout), shown.stdout
+
+
+def test_every_node_stopped_is_repaired_not_reset(world):
+    env, suite, base = world
+    genesis = RpcClient(PUBLIC).genesis_hash()
+    best, alice = chain_state(PUBLIC)
+    run_supervisorctl(env, "stop", *(program(h) for h in NODES))
+    assert_repaired_with_the_same_chain(env, suite, base, list(NODES), (genesis, best, alice))
+
+
+def test_force_reset_says_what_it_deletes_and_refuses_without_yes(world):
+    env, suite, base = world
+    genesis = RpcClient(PUBLIC).genesis_hash()
+    dry = cycle(env, suite, "--force-reset", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert json.loads(dry.stdout)["decision"] == "reset"
+    assert "--force-reset" in json.loads(dry.stdout)["reason"]
+    # Wide enough that Rich does not wrap the paths it lists.
+    refused = run({**env, "COLUMNS": "1000"}, "reset-cycle", "--inventory", INVENTORY,
+                  "--repo", str(suite.path), "--ref", "main", "--force-reset")
+    assert refused.returncode != 0 and "--yes" in refused.stderr
+    for host, m in manifests(env).items():
+        assert f"{host}: the chain database under {m['base_path']}" in refused.stdout
+    assert journal(base)["status"] == "declined"  # nothing a later --resume could run
+    resume = cycle(env, suite, "--resume", "--yes")
+    assert resume.returncode != 0 and "nothing to resume" in resume.stderr
+    assert RpcClient(PUBLIC).genesis_hash() == genesis
+    wait_finality(RpcClient(PUBLIC))
+
+
 def run_supervisorctl(env, *args) -> str:
     conf = Path(env["NET_LOCALNET_DIR"]) / "supervisor" / "supervisord.conf"
     return subprocess.run(
@@ -268,11 +376,19 @@ def test_authority_not_back_in_time_stops_the_cycle_then_resume_completes(world,
         assert any(rpc_db.rglob("*")), "the RPC node's data must still be there"
     finally:
         shutil.move(aside, gran_key)  # the operator's fix: the key is back
+    # The journal says authority-0 was started; the world no longer agrees.
+    run_supervisorctl(env, "stop", program("authority-0"))
     resumed = cycle(env, suite, "--resume", "--yes", ref="ignored-on-resume")
     assert resumed.returncode == 0, resumed.stderr
     report = json.loads(resumed.stdout)
     assert report["expected_genesis"] == RpcClient(PUBLIC).genesis_hash()
     assert [p["name"] for p in report["phases"]].count("wait-finality") == 2
+    again = {p["name"]: p for p in report["phases"][len(j["phases"]):]}
+    assert again["start-authorities"]["status"] == "done"
+    assert again["start-authorities"]["detail"].startswith(
+        "done again (authority-0 serves nothing, not"), again["start-authorities"]
+    assert again["reset-authorities"]["status"] == "checked"  # still pushed: not purged again
+    assert again["decide"]["status"] == "checked"
     wait_finality(RpcClient(PUBLIC))
 
 
@@ -325,9 +441,22 @@ def test_killed_in_the_start_phase_then_resume_completes_and_a_second_cycle_is_r
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    assert journal(base)["status"] == "running"
-    resumed = cycle(env, suite, "--resume", "--yes")
+    killed = journal(base)
+    assert killed["status"] == "running"
+    # The journal says authority-1's spec was pushed; the world no longer agrees.
+    spec = Path(manifests(env)["authority-1"]["chainspec_path"])
+    spec.write_text("{}")
+    # As the scheduler runs it: the interrupted cycle is finished first, then a new one runs
+    # (and finds nothing to do on the revision just reset onto).
+    resumed = cycle(env, suite, "--resume-interrupted", "--yes")
     assert resumed.returncode == 0, resumed.stderr
     report = json.loads(resumed.stdout)
+    assert report["resumed"]["cycle_id"] == killed["cycle_id"]
+    assert report["resumed"]["decision"] == "reset"
+    redone = {p["name"]: p for p in report["resumed"]["phases"][len(killed["phases"]):]}
+    assert redone["reset-authorities"]["detail"].startswith(
+        f"done again (authority-1: spec {spec} is not the pushed one"), redone
+    assert redone["stop-nodes"]["status"] == "checked"
+    assert report["decision"] == "nothing" and report["cycle_id"] != killed["cycle_id"]
     assert RpcClient(PUBLIC).genesis_hash() == report["expected_genesis"]
     wait_finality(RpcClient(PUBLIC))
