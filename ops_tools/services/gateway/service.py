@@ -10,7 +10,7 @@ import functools
 import logging
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import aiohttp
@@ -19,8 +19,10 @@ from sqlalchemy import Engine, event
 from ops_tools.services.common.readiness import CheckResult, ReadyCheck
 from ops_tools.services.gateway import chain_io, store
 from ops_tools.services.gateway.config import GatewaySettings
+from ops_tools.services.gateway.endpoints import PublicResolver
 from ops_tools.services.gateway.pricing import Price
 from ops_tools.services.gateway.router import Router, RouterPolicy, Worker
+from ops_tools.services.gateway.worker_token import worker_token
 
 log = logging.getLogger("net.gateway")
 FINAL_SETTLE_TIMEOUT_S = 8.0
@@ -39,6 +41,10 @@ def _no_wait_engine(engine: Engine) -> Engine:
     return inline
 
 
+class ChainUnavailable(Exception):
+    """The chain could not be read, so nobody can be admitted now."""
+
+
 class GatewayState:
     def __init__(
         self,
@@ -55,7 +61,7 @@ class GatewayState:
         self.engine = engine
         self.rpc_url = rpc_url
         self.genesis_hash = genesis_hash.lower()
-        self.worker_secret = worker_secret
+        self._token_key = worker_secret.encode()
         self.settlement = (
             chain_io.settlement_keypair(settlement_secret) if settlement_secret else None
         )
@@ -66,10 +72,10 @@ class GatewayState:
         self.reader = chain_io.ChainReader(rpc_url)
         self.chain_error: str | None = "not read yet"
         self._chain_read_at = float("-inf")
+        self._chain_lock = asyncio.Lock()  # one read at a time on the reader's connection
         # One long-lived pooled keep-alive client for every worker request, made in ``start``
         # (aiohttp binds it to the running loop). aiohttp rather than httpx: its per-request
         # cost is a fraction of httpx's, and the gateway pays it on every request.
-        self._worker_secret = worker_secret
         self.client: aiohttp.ClientSession | None = None
         # Database writes: SQLite has one write lock, and its busy handler waits by sleeping
         # (1, 2, 5, 10 ms, ...), so concurrent writers in one process queue on one thread
@@ -103,15 +109,21 @@ class GatewayState:
     def price(self, model: str) -> Price:
         return self.prices.get(model, self.default_price)
 
+    def worker_token(self, worker_id: str) -> str:
+        return worker_token(self._token_key, self.genesis_hash, worker_id)
+
     # --- lifecycle -------------------------------------------------------------------------
     def upstream_client(self) -> aiohttp.ClientSession:
         fields = self.fields
+        # No default Authorization: each inference request carries its worker's own token,
+        # health checks none.
+        resolver = None if fields.allow_private_endpoints else PublicResolver()
         return aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=2000, limit_per_host=0, keepalive_timeout=60),
+            connector=aiohttp.TCPConnector(limit=2000, limit_per_host=0, keepalive_timeout=60,
+                                           resolver=resolver),
             timeout=aiohttp.ClientTimeout(total=None,
                                           sock_connect=fields.upstream_connect_timeout_s,
                                           sock_read=fields.upstream_timeout_s),
-            headers={"Authorization": f"Bearer {self._worker_secret}"},
             # Bodies pass through as bytes: nothing to decompress, no cookies to keep.
             auto_decompress=False, cookie_jar=aiohttp.DummyCookieJar(),
             skip_auto_headers=("User-Agent",),
@@ -190,7 +202,8 @@ class GatewayState:
     # --- the loops -------------------------------------------------------------------------
     async def refresh_registry(self) -> None:
         rows, heartbeats = await asyncio.to_thread(
-            store.load_registry, self.engine, self.genesis_hash
+            store.load_registry, self.engine, self.genesis_hash,
+            time.time() - self.fields.worker_ttl_s,
         )
         seen = set()
         fresh: list[Worker] = []
@@ -199,6 +212,7 @@ class GatewayState:
             worker = self.router.announce(Worker(
                 worker_id=row["worker_id"], operator=row["operator"], endpoint=row["endpoint"],
                 models=tuple(row["models"]), capacity=int(row["capacity"]),
+                auth=f"Bearer {self.worker_token(row['worker_id'])}",
             ))
             if known is None:
                 fresh.append(worker)
@@ -208,13 +222,23 @@ class GatewayState:
                 del self.router.workers[worker_id]
         for operator, epoch in heartbeats.items():
             self.router.heartbeat(operator, epoch)
+        fresh = [w for w in fresh if self.router.not_admitted(w.operator) is None]
         if fresh:
             await asyncio.gather(*(self._check(w) for w in fresh))
 
-    async def poll_chain(self) -> None:
-        operators = [w.operator for w in self.router.workers.values()]
+    async def admission(self, operator: str) -> str | None:
+        """None when a fresh chain read shows ``operator`` registered with at least MinStake,
+        else why not. Raises ``ChainUnavailable`` when the chain cannot be read."""
+        await self.poll_chain(also=[operator])
+        if self.chain_error is not None:
+            raise ChainUnavailable(self.chain_error)
+        return self.router.not_admitted(operator)
+
+    async def poll_chain(self, also: Iterable[str] = ()) -> None:
+        operators = [*(w.operator for w in self.router.workers.values()), *also]
         try:
-            view = await asyncio.to_thread(self.reader.read, operators)
+            async with self._chain_lock:
+                view = await asyncio.to_thread(self.reader.read, operators)
         except Exception as exc:
             self.chain_error = f"{type(exc).__name__}: {exc}"[:300]
             log.warning("reading the chain failed: %s", self.chain_error)
@@ -238,7 +262,10 @@ class GatewayState:
             worker.healthy = False
 
     async def check_health(self) -> None:
-        await asyncio.gather(*(self._check(w) for w in list(self.router.workers.values())))
+        """Only admitted operators' workers are contacted: one that left the registry or fell
+        below MinStake is not, until it is admitted again."""
+        await asyncio.gather(*(self._check(w) for w in list(self.router.workers.values())
+                               if self.router.not_admitted(w.operator) is None))
 
     async def settle(self) -> list[dict[str, Any]]:
         """Pay each operator what its receipts earned: one signed transfer per operator."""

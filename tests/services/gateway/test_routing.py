@@ -11,11 +11,12 @@ import httpx
 import pytest
 from substrateinterface import Keypair
 
-from ops_tools.services.gateway.announce import sign_announce
 from ops_tools.wallet.heartbeat_payload import sign_heartbeat
 
 from .conftest import TOKEN, make_key
 from .harness import (
+    LoopbackServer,
+    Seen,
     current_epoch,
     free_port,
     live_models,
@@ -44,19 +45,20 @@ def operator_row(gateway, operator: str) -> dict | None:
     return next((w for w in gateway.workers()["workers"] if w["operator"] == operator), None)
 
 
-def test_unregistered_operator_gets_no_traffic_until_registered(
-        tmp_path, chain, gateway, key):
+def test_unregistered_operator_is_refused_until_registered(tmp_path, chain, gateway, key):
     w = start_worker(tmp_path, chain, gateway.url, name="unreg", dev_uri="//GwUnregistered",
                      extra={"models": ["unreg-model"]})
     try:
-        row = wait_for(lambda: operator_row(gateway, w.operator), 30, "the announcement")
-        assert row["reason"] == "operator not registered on chain" and not row["live"]
+        # The gateway refuses its announcements (403): nothing stored, nothing routed.
+        health = wait_for(lambda: (h := httpx.get(w.url + "/health").json())["errors"] and h,
+                          30, "the worker's announcement to be refused")
+        assert "403" in health["errors"][0] and "not registered" in health["errors"][0]
+        assert operator_row(gateway, w.operator) is None
         refused = chat(gateway, key, "unreg-model")
-        assert refused.status_code == 503 and int(refused.headers["retry-after"]) > 0
-        assert refused.json()["error"]["code"] == "no_live_worker"
-        assert "unreg-model" not in live_models(gateway)
+        assert refused.status_code == 404 and refused.json()["error"]["code"] == "model_not_found"
         transfer(chain, "//Alice", w.operator, 5 * TOKEN)
         register(chain, "//GwUnregistered", 2 * TOKEN)
+        # Its next announcement is admitted.
         wait_for(lambda: live_models(gateway).get("unreg-model"), 60, "the worker to be live")
         served = chat(gateway, key, "unreg-model")
         assert served.status_code == 200
@@ -71,15 +73,22 @@ def test_stale_heartbeat_drops_the_worker_and_a_fresh_one_restores_it(
     keypair = Keypair.create_from_uri(uri, ss58_format=42)
     transfer(chain, "//Alice", keypair.ss58_address, 5 * TOKEN)
     register(chain, uri, 2 * TOKEN)
-    # The worker serves, but cannot reach the gateway itself (its gateway_url is a dead port):
-    # the test plays its liveness, so it decides when heartbeats stop.
-    w = start_worker(tmp_path, chain, f"http://127.0.0.1:{free_port()}", name="stale",
-                     dev_uri=uri, extra={"models": ["stale-model"]})
+
+    # The worker reaches the gateway through a relay that passes its announcements and loses
+    # its heartbeats: the test plays the heartbeats, so it decides when they stop.
+    def relay(seen: Seen) -> tuple[int, object]:
+        if seen.path == "/v1/workers/announce":
+            answer = httpx.post(gateway.url + seen.path, content=seen.body,
+                                headers={"content-type": "application/json"})
+            return answer.status_code, answer.json()
+        return 200, {"accepted": True}
+
+    relay_server = LoopbackServer(relay)
+    w = start_worker(tmp_path, chain, relay_server.url, name="stale", dev_uri=uri,
+                     extra={"models": ["stale-model"]})
     genesis = gateway.workers()["genesis_hash"]
     try:
-        announce = sign_announce(keypair, endpoint=w.url, models=["stale-model"], capacity=4,
-                                 timestamp=int(time.time()), genesis_hash=genesis)
-        assert httpx.post(gateway.url + "/v1/workers/announce", json=announce).status_code == 200
+        wait_for(lambda: operator_row(gateway, w.operator), 30, "the announcement")
 
         def beat(epoch: int) -> httpx.Response:
             payload = sign_heartbeat(keypair, epoch=epoch, timestamp=int(time.time()),
@@ -105,6 +114,7 @@ def test_stale_heartbeat_drops_the_worker_and_a_fresh_one_restores_it(
         assert chat(gateway, key, "stale-model").status_code == 200
     finally:
         w.proc.stop()
+        relay_server.stop()
 
 
 def test_failure_before_first_byte_is_retried_on_another_worker(tmp_path, chain, gateway, key):
