@@ -159,6 +159,8 @@ def start_gateway(root: Path, node: DevNode, database_url: str, *, name: str = "
         "worker_secret_file": str(secret_file(root / "worker.secret", WORKER_SECRET)),
         # The suites' workers and attackers all listen on loopback.
         "allow_private_endpoints": True,
+        # Workers re-announce every 2 s here; a forgotten one expires within the test.
+        "worker_ttl_s": 15.0,
         "chain_poll_s": 0.3, "registry_refresh_s": 0.3, "health_interval_s": 0.5,
         "settle_interval_s": 1.0, "cooldown_s": 2.0, "log_level": "warning",
         "prices": {"net-test-chat": {"input_per_1k": 1_000_000, "output_per_1k": 2_000_000}},
