@@ -2,8 +2,9 @@
 
 systemd: a hardened ``Type=notify`` unit with ``WatchdogSec`` (the worker notifies the watchdog
 every liveness tick); supervisor: a program in the supervisord's ``conf.d`` (the local network's,
-or a host's). The passphrase and the gateway's worker secret are copied into the state
-directory's ``secrets/`` (0600): the worker unlocks the keystore with them at every start.
+or a host's). The passphrase is copied into the state directory's ``secrets/`` (0600): the
+worker unlocks the keystore with it at every start. No secret of the gateway's is needed: the
+gateway answers the worker's admitted announcement with the worker's own token.
 """
 
 from __future__ import annotations
@@ -99,9 +100,6 @@ def _health(url: str) -> bool | str:
 
 def run(ctx: Context) -> Outcome:
     opts = ctx.options
-    if opts.gateway_secret_file is None or not opts.gateway_secret_file.is_file():
-        raise InputError(f"--gateway-secret-file: {opts.gateway_secret_file}: not a file; give"
-                         " the gateway's worker secret (its operator hands it out)")
     if opts.engine_url != TEST_ENGINE:
         try:
             httpx.get(f"{opts.engine_url}/v1/models", timeout=10).raise_for_status()
@@ -110,12 +108,10 @@ def run(ctx: Context) -> Outcome:
                            f" ({exc}); start it first, or fix --engine-url") from None
     secrets = opts.secrets_dir
     passphrase_file = secrets / "passphrase"
-    secret_file = secrets / "gateway_secret"
     atomic.write_text(passphrase_file, ctx.passphrase(), mode=0o600)
-    atomic.write_bytes(secret_file, opts.gateway_secret_file.read_bytes(), mode=0o600)
     atomic.write_text(opts.state_dir / "worker.yml",
-                      units.worker_config(opts, str(ctx.journal.genesis_hash), passphrase_file,
-                                          secret_file), mode=0o600)
+                      units.worker_config(opts, str(ctx.journal.genesis_hash), passphrase_file),
+                      mode=0o600)
     if opts.service_manager == "systemd":
         _install_systemd(opts)
     else:
