@@ -54,6 +54,11 @@ def test_unregistered_operator_is_refused_until_registered(tmp_path, chain, gate
                           30, "the worker's announcement to be refused")
         assert "403" in health["errors"][0] and "not registered" in health["errors"][0]
         assert operator_row(gateway, w.operator) is None
+        # Never admitted, it holds no token: its inference routes refuse every caller.
+        guessed = httpx.post(w.url + "/v1/chat/completions", timeout=10,
+                             headers={"Authorization": "Bearer nwt-guessed"},
+                             json={"model": "unreg-model", "messages": []})
+        assert guessed.status_code == 401
         refused = chat(gateway, key, "unreg-model")
         assert refused.status_code == 404 and refused.json()["error"]["code"] == "model_not_found"
         transfer(chain, "//Alice", w.operator, 5 * TOKEN)
