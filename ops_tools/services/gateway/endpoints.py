@@ -60,7 +60,7 @@ async def endpoint_problem(
         return None
     literal = _literal(host)
     if literal is not None:
-        return refusal(host, [literal])
+        return refusal(literal, [literal])
     try:
         addresses = await (resolve or resolve_host)(host)
     except (OSError, TimeoutError):
