@@ -124,6 +124,20 @@ def test_names_are_judged_by_every_address_they_resolve_to():
     assert local is not None and ("127.0.0.1" in local or "::1" in local)
 
 
+def test_connections_refuse_a_name_that_resolves_to_a_private_address():
+    """The resolver the gateway's upstream client uses when private endpoints are not allowed:
+    a name admitted while public that now resolves to loopback is refused at connection."""
+    async def connect() -> None:
+        resolver = endpoints.PublicResolver()
+        try:
+            await resolver.resolve("localhost", 80)
+        finally:
+            await resolver.close()
+
+    with pytest.raises(OSError, match="allow_private_endpoints"):
+        asyncio.run(connect())
+
+
 def test_cooldown_after_repeated_failures():
     r = _router()
     a = r.workers["A@x"]
