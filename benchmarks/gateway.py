@@ -49,6 +49,7 @@ from substrateinterface import Keypair, SubstrateInterface
 from ops_tools.devnode.harness import DevNode, free_port, plain_spec, raw_spec
 from ops_tools.services.gateway import store
 from ops_tools.services.gateway.database import open_database
+from ops_tools.services.gateway.worker_token import worker_token
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -172,6 +173,7 @@ def stack(root: Path, with_litellm: bool) -> Iterator[dict[str, Any]]:
             "listen_port": gw_port, "state_dir": str(root / "gw"), "database_url": db_url,
             "rpc_url": node.ws, "log_level": "warning",
             "worker_secret_file": secret_file(root / "gw.secret", SECRET),
+            "allow_private_endpoints": True,
         }))
         procs.start("gateway", [str(BIN / "net-gateway"), "--config", str(root / "gateway.yml")])
         urls["gateway"] = f"http://127.0.0.1:{gw_port}"
@@ -179,7 +181,6 @@ def stack(root: Path, with_litellm: bool) -> Iterator[dict[str, Any]]:
             "listen_port": w_port, "gateway_url": urls["gateway"], "rpc_url": node.ws,
             "engine_url": urls["direct"], "capacity": 256, "models": [MODEL],
             "log_level": "warning",
-            "gateway_secret_file": secret_file(root / "w.secret", SECRET),
             "dev_suri_file": secret_file(root / "w.suri", OPERATOR),
         }))
         procs.start("worker", [str(BIN / "net-worker"), "--config", str(root / "worker.yml")])
@@ -191,6 +192,11 @@ def stack(root: Path, with_litellm: bool) -> Iterator[dict[str, Any]]:
                                   budget=None, rpm=None, tpm=None)
         db.dispose()
         urls["gateway_key"] = key
+        # The worker's own token, as the gateway derives it (the benchmark holds its key).
+        genesis = httpx.get(urls["gateway"] + "/v1/workers").json()["genesis_hash"]
+        operator = Keypair.create_from_uri(OPERATOR, ss58_format=42).ss58_address
+        urls["worker_token"] = worker_token(SECRET.encode(), genesis,
+                                            f"{operator}@{urls['worker']}")
 
         if with_litellm and (exe := ensure_litellm()) is not None:
             lt_port = free_port()
@@ -285,7 +291,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-gateway-") as tmp, \
             stack(Path(tmp), not args.no_litellm) as urls:
         key = urls.pop("gateway_key")
-        headers = {"direct": {}, "worker": {"Authorization": f"Bearer {SECRET}"},
+        token = urls.pop("worker_token")
+        headers = {"direct": {}, "worker": {"Authorization": f"Bearer {token}"},
                    "gateway": {"Authorization": f"Bearer {key}"},
                    "litellm": {"Authorization": "Bearer unused"}}
         paths = [p for p in ("direct", "worker", "gateway", "litellm") if p in urls]

@@ -95,9 +95,6 @@ def onboard(
         None, "--attestation-url", help=f"Attestation service (default ${ENV_ATTESTATION_URL},"
         " else the local network's)."),
     gateway_url: str | None = GatewayOpt,
-    gateway_secret_file: Path | None = typer.Option(
-        None, "--gateway-secret-file", help="The gateway's worker secret (default: the local"
-        " network's)."),
     gateway_key_file: Path | None = typer.Option(
         None, "--gateway-key-file", help="A gateway API key for the test request (default: the"
         " local network's development key)."),
@@ -149,8 +146,6 @@ def onboard(
         engine_url=TEST_ENGINE if test_engine else str(engine_url).rstrip("/"),
         models=model,
         no_gpu=no_gpu,
-        gateway_secret_file=gateway_secret_file
-        or _local(local / "worker-0" / "secrets" / "gateway_secret"),
         gateway_key_file=gateway_key_file
         or _local(local / "gateway-0" / "secrets" / "dev_api_key"),
         service_manager=service_manager,

@@ -36,8 +36,6 @@ class Options:
     engine_url: str = TEST_ENGINE  # "test" (--test-engine) or an OpenAI-compatible engine's URL
     models: list[str] = field(default_factory=list)
     no_gpu: bool = False
-    # The bearer secret the gateway sends its workers (the gateway operator gives it out).
-    gateway_secret_file: Path | None = None
     # An API key of the gateway for the test request; None: no test request.
     gateway_key_file: Path | None = None
     service_manager: str = "systemd"  # systemd | supervisor

@@ -17,8 +17,7 @@ from ops_tools.operator.context import Options
 WATCHDOG_SEC = 120
 
 
-def worker_config(opts: Options, genesis_hash: str, passphrase_file: Path,
-                  gateway_secret_file: Path) -> str:
+def worker_config(opts: Options, genesis_hash: str, passphrase_file: Path) -> str:
     config: dict[str, Any] = {
         "listen_host": opts.worker_host,
         "listen_port": opts.worker_port,
@@ -30,7 +29,6 @@ def worker_config(opts: Options, genesis_hash: str, passphrase_file: Path,
         "keystore_dir": str(opts.keystore_dir),
         "account": opts.name,
         "passphrase_file": str(passphrase_file),
-        "gateway_secret_file": str(gateway_secret_file),
         "genesis_hash": genesis_hash,
         "state_dir": str(opts.state_dir),
         "log_level": "info",

@@ -265,7 +265,6 @@ def write_operator_inventory(base: Path, fleet: Fleet, node: dict[str, Any],
     (inv / "hosts.yml").write_text(yaml.safe_dump(shape, sort_keys=False))
     _vault(inv, "operator_workers", {
         "vault_operator_passphrase": "testnet-shape-operator-passphrase",
-        "vault_operator_gateway_secret": SERVICE_VAULTS["gateways"]["vault_gateway_worker_secret"],
     })
     return inv
 

@@ -29,7 +29,6 @@ from tests.conftest import ROOT, free_port
 from tests.localnet_lock import localnet_lock
 from tests.services.gateway.harness import (
     BIN,
-    WORKER_SECRET,
     Proc,
     secret_file,
     start_chain,
@@ -126,15 +125,14 @@ def ports_stack(tmp: Path, passphrase: str) -> Iterator[dict[str, Any]]:
         assert created.returncode == 0, created.stderr
         # supervisord's control socket path must stay under 108 bytes: a short directory.
         conf = _supervisord(Path(tempfile.mkdtemp(prefix="nop-")))
-        secret = secret_file(tmp / "worker-secret", WORKER_SECRET)
         key = json.loads(created.stdout)["key"]
         net.update(kind="ports", rpc_ws=chain.ws, rpc_http=chain.http, faucet=faucet,
                    attestation=attestation, gateway=gateway.url, indexer=None,
-                   gateway_secret=WORKER_SECRET, gateway_key=key, supervisor_conf=conf,
+                   gateway_key=key, supervisor_conf=conf,
                    worker_port=free_port())
         net["onboard_extra"] = [
             "--rpc-url", chain.ws, "--faucet-url", faucet, "--attestation-url", attestation,
-            "--gateway-url", gateway.url, "--gateway-secret-file", str(secret),
+            "--gateway-url", gateway.url,
             "--gateway-key-file", str(secret_file(tmp / "api-key", key)),
             "--service-manager", "supervisor", "--supervisor-conf", str(conf),
             "--worker-port", str(net["worker_port"]), "--timeout", "60"]
@@ -163,7 +161,6 @@ def localnet_stack(tmp: Path, passphrase: str) -> Iterator[dict[str, Any]]:
                 kind="localnet", rpc_ws="ws://127.0.0.1:9944", rpc_http="http://127.0.0.1:9944",
                 faucet="http://127.0.0.1:8001", attestation="http://127.0.0.1:8002",
                 gateway="http://127.0.0.1:8005", indexer="http://127.0.0.1:8004",
-                gateway_secret=(local / "worker-0" / "secrets" / "gateway_secret").read_text(),
                 gateway_key=public["gateway_api_key"],
                 supervisor_conf=local / "supervisor" / "supervisord.conf", worker_port=8111,
                 # The must-hold command line: everything else is the local network's default.

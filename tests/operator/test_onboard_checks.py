@@ -75,7 +75,6 @@ def options(net: dict, name: str, **kw) -> Options:
         keystore_dir=Path(net["env"]["NET_KEYSTORE"]), passphrase_file=net["pass"],
         rpc_url=net["rpc_ws"], faucet_url=net["faucet"], attestation_url=net["attestation"],
         gateway_url=net["gateway"], engine_url=TEST_ENGINE, no_gpu=True,
-        gateway_secret_file=flag("--gateway-secret-file"),
         gateway_key_file=flag("--gateway-key-file"), service_manager="supervisor",
         supervisor_conf=net["supervisor_conf"], timeout_s=60)
     return Options(**{**base, **kw})
@@ -136,7 +135,7 @@ def test_a_run_where_everything_holds_redoes_nothing(worker):
     ("stop", "is not running"),
     ("config", "worker.yml differs from what this run would write"),
     ("program", "net-worker-op-ck.conf is missing"),
-    ("secret", "gateway_secret differs"),
+    ("passphrase", "passphrase differs"),
 ])
 def test_daemon_redone_when_its_worker_is_gone(stack, worker, remove, reason):
     if remove == "stop":
@@ -146,15 +145,11 @@ def test_daemon_redone_when_its_worker_is_gone(stack, worker, remove, reason):
         path.write_text(path.read_text().replace("log_level: info", "log_level: debug"))
     elif remove == "program":
         (worker.supervisor_conf.parent / "conf.d" / f"{worker.program}.conf").unlink()
-    else:  # the gateway's worker secret was rotated: the worker's copy is stale
-        rotated = secret_file(stack["tmp"] / "rotated-secret", "rotated")
-        worker = options(stack, worker.name, worker_port=worker.worker_port,
-                         gateway_secret_file=rotated)
+    else:  # the worker's copy of the passphrase was changed behind the journal's back
+        (worker.secrets_dir / "passphrase").write_text("not the passphrase")
     ctx = context(worker)
     why = daemon.check(ctx)
     assert why is not None and reason in why
-    if remove == "secret":
-        return  # the stack's gateway keeps its secret: not redone against it
     result = settle(ctx, daemon)
     assert result.ran == ["daemon"] and reason in result.redone["daemon"]
     assert "RUNNING" in supervisorctl(stack, "status", worker.program)

@@ -134,7 +134,6 @@ def play(net: dict, sshd: Sshd) -> tuple[subprocess.CompletedProcess, dict]:
         "ansible_python_interpreter": str(PYTHON),
         "ansible_remote_tmp": str(net["tmp"] / "remote-tmp"),
         "operator_name": NAME, "operator_passphrase": PASSPHRASE,
-        "operator_gateway_secret": net["gateway_secret"],
         "operator_gateway_api_key": net["gateway_key"],
         "operator_test_engine": True, "operator_no_gpu": True,
         "operator_rpc_url": net["rpc_ws"], "operator_faucet_url": net["faucet"],
@@ -229,8 +228,8 @@ def test_report_and_secrets(onboarded, net):
     assert report["gateway_view"]["live"] is True
     assert report["gpu"]["no_gpu"] is True
     state = net["tmp"] / f"state-{NAME}"
-    for secret in (state / "secrets" / "passphrase", state / "secrets" / "gateway_secret",
-                   state / "worker.yml", onboarded["journal_path"]):
+    for secret in (state / "secrets" / "passphrase", state / "worker.yml",
+                   onboarded["journal_path"]):
         assert stat.S_IMODE(secret.stat().st_mode) == 0o600, secret
     keystore = Path(net["env"]["NET_KEYSTORE"])
     assert {stat.S_IMODE(p.stat().st_mode) for p in keystore.iterdir()} == {0o600}

@@ -180,7 +180,7 @@ def test_systemd_unit_is_hardened_with_a_watchdog(tmp_path):
 
 def test_worker_config_names_secret_files_never_their_content(tmp_path):
     opts = options(tmp_path, models=["m1"])
-    text = units.worker_config(opts, "0x" + "ab" * 32, tmp_path / "pp", tmp_path / "gs")
+    text = units.worker_config(opts, "0x" + "ab" * 32, tmp_path / "pp")
     assert "passphrase_file: " + str(tmp_path / "pp") in text
     assert "account: op1" in text and "engine_url: test" in text
     program = units.supervisor_program(opts)

@@ -27,9 +27,6 @@ def test_worker_notifies_ready_and_the_watchdog_while_ticks_fail(tmp_path):
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     sock.bind(str(notify))
     sock.settimeout(1.0)
-    secret = tmp_path / "gateway_secret"
-    secret.write_text("s" * 32)
-    secret.chmod(0o600)
     suri = tmp_path / "suri"
     suri.write_text("//Operator2")
     suri.chmod(0o600)
@@ -37,7 +34,7 @@ def test_worker_notifies_ready_and_the_watchdog_while_ticks_fail(tmp_path):
     dead = free_port()
     config.write_text(
         f"listen_port: {free_port()}\nengine_url: test\ngateway_url: http://127.0.0.1:{dead}\n"
-        f"rpc_url: ws://127.0.0.1:{dead}\ngateway_secret_file: {secret}\n"
+        f"rpc_url: ws://127.0.0.1:{dead}\n"
         f"dev_suri_file: {suri}\ntick_s: 0.2\n")
     proc = subprocess.Popen([str(NET_WORKER), "--config", str(config)],
                             env={**os.environ, "NOTIFY_SOCKET": str(notify)},

@@ -2,8 +2,9 @@
 
 systemd: a hardened ``Type=notify`` unit with ``WatchdogSec`` (the worker notifies the watchdog
 every liveness tick); supervisor: a program in the supervisord's ``conf.d`` (the local network's,
-or a host's). The passphrase and the gateway's worker secret are copied into the state
-directory's ``secrets/`` (0600): the worker unlocks the keystore with them at every start.
+or a host's). The passphrase is copied into the state directory's ``secrets/`` (0600): the
+worker unlocks the keystore with it at every start. No secret of the gateway's is needed: the
+gateway answers the worker's admitted announcement with the worker's own token.
 """
 
 from __future__ import annotations
@@ -114,15 +115,9 @@ def _health(url: str) -> bool | str:
 def _files(ctx: Context) -> dict[Path, bytes]:
     """What the worker reads at every start (each 0600): its configuration and secrets."""
     opts = ctx.options
-    if opts.gateway_secret_file is None or not opts.gateway_secret_file.is_file():
-        raise InputError(f"--gateway-secret-file: {opts.gateway_secret_file}: not a file; give"
-                         " the gateway's worker secret (its operator hands it out)")
     passphrase_file = opts.secrets_dir / "passphrase"
-    secret_file = opts.secrets_dir / "gateway_secret"
-    config = units.worker_config(opts, str(ctx.journal.genesis_hash), passphrase_file,
-                                 secret_file)
+    config = units.worker_config(opts, str(ctx.journal.genesis_hash), passphrase_file)
     return {passphrase_file: ctx.passphrase().encode(),
-            secret_file: opts.gateway_secret_file.read_bytes(),
             opts.state_dir / "worker.yml": config.encode()}
 
 

@@ -32,8 +32,9 @@ from ops_tools.services.gateway.asgi_stream import (
     body_message,
     start_message,
 )
+from ops_tools.services.gateway.endpoints import endpoint_problem
 from ops_tools.services.gateway.router import Worker
-from ops_tools.services.gateway.service import GatewayState
+from ops_tools.services.gateway.service import ChainUnavailable, GatewayState
 from ops_tools.services.gateway.sse import (
     DONE,
     EventSplitter,
@@ -216,11 +217,14 @@ class GatewayApi:
         try:
             response = await client.post(
                 worker.endpoint + path, data=payload,
-                headers={"Content-Type": JSON, "X-Request-Id": request_id},
+                headers={"Content-Type": JSON, "X-Request-Id": request_id,
+                         "Authorization": worker.auth},
             )
         except UPSTREAM_ERRORS as exc:
             raise Upstream(f"{type(exc).__name__} from {worker.endpoint}") from None
-        if response.status >= 500:
+        # 401/403: the endpoint does not hold this worker's token (another operator's worker,
+        # or one restarted and not yet announced): a failure of this worker, not the client's.
+        if response.status >= 500 or response.status in (401, 403):
             response.close()
             raise Upstream(f"{worker.endpoint} answered {response.status}")
         return response
@@ -289,24 +293,56 @@ class GatewayApi:
             raise oe.OpenAIError(400, "the body must be JSON", code="invalid_json") from None
 
     async def announce(self, request: Request) -> Response:
+        """Admission: a signed, fresh announcement of an operator registered on chain with at
+        least MinStake, for an endpoint the deployment allows, within the operator's worker cap.
+        Anything else is refused before the endpoint is stored or contacted. The answer carries
+        the worker's own token (worker_token.py)."""
         state = self.state
+        fields = state.fields
         try:
             payload = await self._payload(request)
             problem = verify_announce(payload, expected_genesis_hash=state.genesis_hash,
-                                      now=time.time(),
-                                      max_skew_s=state.fields.announce_max_skew_s)
+                                      now=time.time(), max_skew_s=fields.announce_max_skew_s)
             if problem:
                 raise oe.OpenAIError(400, f"announcement refused: {problem}",
                                      param="announcement", code="invalid_announcement")
+            try:
+                refused = await state.admission(payload["operator"])
+            except ChainUnavailable:
+                raise oe.OpenAIError(503, "the gateway cannot read the chain to check the"
+                                     " operator's registration; retry",
+                                     type_="server_error", code="chain_unavailable",
+                                     retry_after=fields.no_worker_retry_after_s) from None
+            if refused:
+                raise oe.OpenAIError(
+                    403, f"announcement refused: {refused} (operator {payload['operator']},"
+                    f" genesis {state.genesis_hash}): register with OperatorStake.register and"
+                    " a stake of at least MinStake first", param="operator",
+                    code="operator_not_admitted")
+            problem = await endpoint_problem(payload["endpoint"],
+                                             allow_private=fields.allow_private_endpoints)
+            if problem:
+                raise oe.OpenAIError(403, f"announcement refused: {problem}", param="endpoint",
+                                     code="endpoint_not_allowed")
+            try:
+                worker_id = await state.write(functools.partial(
+                    store.save_worker, state.engine, payload, time.time(),
+                    max_per_operator=fields.max_workers_per_operator,
+                    ttl_s=fields.worker_ttl_s))
+            except store.TooManyWorkers as exc:
+                raise oe.OpenAIError(
+                    403, f"announcement refused: operator {payload['operator']} already has"
+                    f" {exc.count} live workers, the cap (max_workers_per_operator); stop one"
+                    f" and wait {fields.worker_ttl_s:g} s (worker_ttl_s) for it to expire",
+                    param="endpoint", code="too_many_workers") from None
         except oe.OpenAIError as exc:
             return error_response(exc)
-        worker_id = await state.write(store.save_worker, state.engine, payload, time.time())
         await state.refresh_registry()
         worker = state.router.workers.get(worker_id)
+        reason = "not loaded" if worker is None else state.router.why_not(worker, state.clock())
         return Response(orjson.dumps({
-            "worker_id": worker_id, "accepted": True,
-            "eligible": worker is not None and state.router.why_not(worker, state.clock()) is None,
-            "reason": None if worker is None else state.router.why_not(worker, state.clock()),
+            "worker_id": worker_id, "accepted": True, "eligible": reason is None,
+            "reason": reason, "worker_token": state.worker_token(worker_id),
         }), media_type=JSON)
 
     async def heartbeat(self, request: Request) -> Response:

@@ -31,7 +31,8 @@ class GatewaySettings(ServiceSettings):
     # The output cap added to requests that give none (the reserved maximum cost needs one).
     default_max_tokens: int = Field(256, ge=1)
     max_tokens_cap: int = Field(8192, ge=1)
-    # The secret the workers expect as a bearer token: requests to a worker come only from here.
+    # The key each worker's own credential is derived from (worker_token.py). It never leaves
+    # the gateway; every instance of one network needs the same.
     worker_secret_file: Path
     # The settlement account's secret URI, hex seed or mnemonic; no settlement without it.
     settlement_seed_file: Path | None = None
@@ -48,6 +49,13 @@ class GatewaySettings(ServiceSettings):
     failures_before_cooldown: int = Field(3, ge=1)
     cooldown_s: float = Field(30.0, ge=0)
     announce_max_skew_s: float = Field(120.0, gt=0)
+    # Worker endpoints on loopback, private or link-local addresses (or names resolving to
+    # them): refused unless true (a local network; never a public one).
+    allow_private_endpoints: bool = False
+    max_workers_per_operator: int = Field(4, ge=1, le=1000)
+    # A worker not announced again within this time is forgotten (workers re-announce every
+    # announce_interval_s, 15 s).
+    worker_ttl_s: float = Field(60.0, gt=0)
     upstream_connect_timeout_s: float = Field(3.0, gt=0)
     # Silence from a worker: until its first byte, and between bytes.
     upstream_timeout_s: float = Field(300.0, gt=0)

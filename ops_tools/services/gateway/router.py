@@ -2,12 +2,15 @@
 
 A worker is eligible while (a) its operator is registered on chain with at least MinStake, (b) the
 operator's latest signed gateway heartbeat is for the current epoch or the one before, (c) its
-last health check passed, and (d) it is not cooling down after repeated failures. The gateway's
-I/O (chain reads, heartbeats, health checks) only updates this state; every decision is here.
+last health check passed, and (d) it is not cooling down after repeated failures. Among the
+eligible, the least loaded takes the request; equally loaded ones are chosen between at random, so
+a newly admitted operator's worker gets its share from the first request. The gateway's I/O
+(chain reads, heartbeats, health checks) only updates this state; every decision is here.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -19,6 +22,8 @@ class Worker:
     endpoint: str
     models: tuple[str, ...]
     capacity: int
+    # The Authorization header value for this worker alone (worker_token.py).
+    auth: str = ""
     inflight: int = 0
     healthy: bool = False
     consecutive_failures: int = 0
@@ -41,8 +46,10 @@ class RouterPolicy:
 
 
 class Router:
-    def __init__(self, policy: RouterPolicy | None = None) -> None:
+    def __init__(self, policy: RouterPolicy | None = None,
+                 rng: random.Random | None = None) -> None:
         self.policy = policy or RouterPolicy()
+        self.rng = rng or random.Random()  # noqa: S311 (spreads load; no secret)
         self.workers: dict[str, Worker] = {}
         self.heartbeats: dict[str, int] = {}  # operator -> latest signed heartbeat epoch
         self.chain = ChainView()
@@ -79,17 +86,26 @@ class Router:
             worker.consecutive_failures = 0
 
     # --- decisions -----------------------------------------------------------------------
-    def why_not(self, worker: Worker, now: float) -> str | None:
-        """None when ``worker`` may take traffic, else the reason it may not."""
-        excluded = self.excluded.get(worker.operator)
-        if excluded is not None:
-            return excluded
+    def not_admitted(self, operator: str) -> str | None:
+        """None when the chain view shows ``operator`` registered with at least MinStake: only
+        then is its worker stored, contacted or routed to."""
         chain = self.chain
-        stake = chain.stakes.get(worker.operator)
+        stake = chain.stakes.get(operator)
         if stake is None:
             return "operator not registered on chain"
         if stake < chain.min_stake:
             return f"stake {stake} below MinStake {chain.min_stake}"
+        return None
+
+    def why_not(self, worker: Worker, now: float) -> str | None:
+        """None when ``worker`` may take traffic, else the reason it may not."""
+        chain = self.chain
+        refused = self.not_admitted(worker.operator)
+        if refused is not None:
+            return refused
+        excluded = self.excluded.get(worker.operator)
+        if excluded is not None:
+            return excluded
         epoch = self.heartbeats.get(worker.operator)
         if chain.current_epoch is None:
             return "current epoch unknown"
@@ -112,9 +128,10 @@ class Router:
         return out
 
     def pick(self, model: str, now: float, exclude: Iterable[str] = ()) -> Worker | None:
-        """The least busy eligible worker with a free slot for ``model`` (None: none)."""
+        """The least busy eligible worker with a free slot for ``model``, a random one of the
+        equally least busy (None: none)."""
         skip = set(exclude)
-        best: Worker | None = None
+        best: list[Worker] = []
         best_load = 2.0
         for worker in self.workers.values():
             if model not in worker.models or worker.worker_id in skip:
@@ -123,8 +140,12 @@ class Router:
                 continue
             load = worker.inflight / worker.capacity
             if load < best_load:
-                best, best_load = worker, load
-        return best
+                best, best_load = [worker], load
+            elif load == best_load:
+                best.append(worker)
+        if len(best) > 1:
+            return self.rng.choice(best)
+        return best[0] if best else None
 
     def serves(self, model: str) -> bool:
         """Whether any known worker (live or not) announced ``model``: 503 rather than 404."""

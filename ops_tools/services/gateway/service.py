@@ -11,7 +11,7 @@ import functools
 import logging
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import aiohttp
@@ -20,8 +20,10 @@ from sqlalchemy import Engine, event
 from ops_tools.services.common.readiness import CheckResult, ReadyCheck
 from ops_tools.services.gateway import chain_io, store
 from ops_tools.services.gateway.config import GatewaySettings
+from ops_tools.services.gateway.endpoints import PublicResolver
 from ops_tools.services.gateway.pricing import Price
 from ops_tools.services.gateway.router import Router, RouterPolicy, Worker
+from ops_tools.services.gateway.worker_token import worker_token
 
 log = logging.getLogger("net.gateway")
 FINAL_SETTLE_TIMEOUT_S = 8.0
@@ -42,6 +44,10 @@ def _no_wait_engine(engine: Engine) -> Engine:
     return inline
 
 
+class ChainUnavailable(Exception):
+    """The chain could not be read, so nobody can be admitted now."""
+
+
 class GatewayState:
     def __init__(
         self,
@@ -58,7 +64,7 @@ class GatewayState:
         self.engine = engine
         self.rpc_url = rpc_url
         self.genesis_hash = genesis_hash.lower()
-        self.worker_secret = worker_secret
+        self._token_key = worker_secret.encode()
         self.settler = (
             chain_io.Settler(rpc_url, chain_io.settlement_keypair(settlement_secret),
                              fields.chain_rpc_timeout_s, fields.settle_era_period)
@@ -71,11 +77,13 @@ class GatewayState:
         self.reader = chain_io.ChainReader(rpc_url, fields.chain_rpc_timeout_s)
         self.chain_error: str | None = "not read yet"
         self._chain_read_at = float("-inf")
+        # One read at a time on the reader's connection; a read cut off by the timeout still
+        # runs in its thread (it cannot be cancelled) and is waited for, never doubled.
+        self._chain_lock = asyncio.Lock()
         self._reading: asyncio.Future[Any] | None = None
         # One long-lived pooled keep-alive client for every worker request, made in ``start``
         # (aiohttp binds it to the running loop). aiohttp rather than httpx: its per-request
         # cost is a fraction of httpx's, and the gateway pays it on every request.
-        self._worker_secret = worker_secret
         self.client: aiohttp.ClientSession | None = None
         # Database writes: SQLite has one write lock, and its busy handler waits by sleeping
         # (1, 2, 5, 10 ms, ...), so concurrent writers in one process queue on one thread
@@ -126,15 +134,21 @@ class GatewayState:
     def price(self, model: str) -> Price:
         return self.prices.get(model, self.default_price)
 
+    def worker_token(self, worker_id: str) -> str:
+        return worker_token(self._token_key, self.genesis_hash, worker_id)
+
     # --- lifecycle -------------------------------------------------------------------------
     def upstream_client(self) -> aiohttp.ClientSession:
         fields = self.fields
+        # No default Authorization: each inference request carries its worker's own token,
+        # health checks none.
+        resolver = None if fields.allow_private_endpoints else PublicResolver()
         return aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=2000, limit_per_host=0, keepalive_timeout=60),
+            connector=aiohttp.TCPConnector(limit=2000, limit_per_host=0, keepalive_timeout=60,
+                                           resolver=resolver),
             timeout=aiohttp.ClientTimeout(total=fields.upstream_total_timeout_s,
                                           sock_connect=fields.upstream_connect_timeout_s,
                                           sock_read=fields.upstream_timeout_s),
-            headers={"Authorization": f"Bearer {self._worker_secret}"},
             # Bodies pass through as bytes: nothing to decompress, no cookies to keep.
             auto_decompress=False, cookie_jar=aiohttp.DummyCookieJar(),
             skip_auto_headers=("User-Agent",),
@@ -236,7 +250,8 @@ class GatewayState:
     # --- the loops -------------------------------------------------------------------------
     async def refresh_registry(self) -> None:
         rows, heartbeats = await asyncio.to_thread(
-            store.load_registry, self.engine, self.genesis_hash
+            store.load_registry, self.engine, self.genesis_hash,
+            time.time() - self.fields.worker_ttl_s,
         )
         conduct = await asyncio.to_thread(
             store.misreporting_operators, self.engine, self.genesis_hash)
@@ -247,6 +262,7 @@ class GatewayState:
             worker = self.router.announce(Worker(
                 worker_id=row["worker_id"], operator=row["operator"], endpoint=row["endpoint"],
                 models=tuple(row["models"]), capacity=int(row["capacity"]),
+                auth=f"Bearer {self.worker_token(row['worker_id'])}",
             ))
             if known is None:
                 fresh.append(worker)
@@ -257,6 +273,7 @@ class GatewayState:
         for operator, epoch in heartbeats.items():
             self.router.heartbeat(operator, epoch)
         self.router.excluded = self._exclusions(conduct)
+        fresh = [w for w in fresh if self.router.not_admitted(w.operator) is None]
         if fresh:
             await asyncio.gather(*(self._check(w) for w in fresh))
 
@@ -280,16 +297,24 @@ class GatewayState:
             log.warning("closed %d receipts of lost requests and released their reservations",
                         closed)
 
-    async def poll_chain(self) -> None:
-        operators = [w.operator for w in self.router.workers.values()]
+    async def admission(self, operator: str) -> str | None:
+        """None when a fresh chain read shows ``operator`` registered with at least MinStake,
+        else why not. Raises ``ChainUnavailable`` when the chain cannot be read."""
+        await self.poll_chain(also=[operator])
+        if self.chain_error is not None:
+            raise ChainUnavailable(self.chain_error)
+        return self.router.not_admitted(operator)
+
+    async def poll_chain(self, also: Iterable[str] = ()) -> None:
+        operators = [*(w.operator for w in self.router.workers.values()), *also]
+        bound = self.fields.chain_rpc_timeout_s * 4  # the reader's calls time out themselves
         try:
-            # The reader's calls time out themselves; this bounds a whole poll as well. A read
-            # still running (its thread cannot be cancelled) is waited for, never doubled.
-            if self._reading is None or self._reading.done():
+            async with self._chain_lock:
+                if self._reading is not None and not self._reading.done():
+                    await asyncio.wait_for(asyncio.shield(self._reading), bound)
                 self._reading = asyncio.ensure_future(
                     asyncio.to_thread(self.reader.read, operators))
-            view = await asyncio.wait_for(asyncio.shield(self._reading),
-                                          self.fields.chain_rpc_timeout_s * 4)
+                view = await asyncio.wait_for(asyncio.shield(self._reading), bound)
         except Exception as exc:
             self.chain_error = f"{type(exc).__name__}: {exc}"[:300]
             log.warning("reading the chain failed: %s", self.chain_error)
@@ -307,13 +332,16 @@ class GatewayState:
         try:
             async with self.client.get(worker.endpoint + "/health",
                                        timeout=aiohttp.ClientTimeout(total=3.0)) as response:
-                await response.read()
+                await response.content.read(65536)  # a health body is small; never more
                 worker.healthy = response.status == 200
         except (aiohttp.ClientError, TimeoutError):
             worker.healthy = False
 
     async def check_health(self) -> None:
-        await asyncio.gather(*(self._check(w) for w in list(self.router.workers.values())))
+        """Only admitted operators' workers are contacted: one that left the registry or fell
+        below MinStake is not, until it is admitted again."""
+        await asyncio.gather(*(self._check(w) for w in list(self.router.workers.values())
+                               if self.router.not_admitted(w.operator) is None))
 
     async def settle(self) -> list[dict[str, Any]]:
         """Pay each operator what its receipts earned: one signed transfer per operator, paid

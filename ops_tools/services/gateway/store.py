@@ -340,7 +340,22 @@ def get_receipt(engine: Engine, request_id: str) -> dict[str, Any] | None:
 
 
 # --- workers and heartbeats ------------------------------------------------------------------
-def save_worker(engine: Engine, payload: dict[str, Any], now: float) -> str:
+class TooManyWorkers(Exception):
+    """The operator already has its cap of live announced workers."""
+
+    def __init__(self, count: int) -> None:
+        super().__init__(count)
+        self.count = count
+
+
+def save_worker(engine: Engine, payload: dict[str, Any], now: float, *, max_per_operator: int,
+                ttl_s: float) -> str:
+    """Store (or renew) an admitted worker; forget every worker not announced within ``ttl_s``.
+
+    Raises ``TooManyWorkers`` when this is a new worker and its operator already has
+    ``max_per_operator`` live ones: one transaction, so concurrent announcements (on one
+    instance or several) cannot pass the cap together.
+    """
     worker_id = f"{payload['operator']}@{payload['endpoint']}"
     values = {
         "operator": payload["operator"], "endpoint": payload["endpoint"],
@@ -349,6 +364,15 @@ def save_worker(engine: Engine, payload: dict[str, Any], now: float) -> str:
     }
     stmt = _upsert(engine, workers).values(worker_id=worker_id, **values)
     with _w(engine).begin() as conn:
+        conn.execute(delete(workers).where(workers.c.announced_at < now - ttl_s))
+        others = conn.execute(
+            select(func.count()).select_from(workers).where(
+                workers.c.operator == payload["operator"],
+                workers.c.genesis_hash == payload["genesis_hash"],
+                workers.c.worker_id != worker_id)
+        ).scalar_one()
+        if others >= max_per_operator:
+            raise TooManyWorkers(int(others))
         conn.execute(stmt.on_conflict_do_update(index_elements=["worker_id"], set_=values))
     return worker_id
 
@@ -372,11 +396,13 @@ def save_heartbeat(engine: Engine, payload: dict[str, Any], now: float) -> int:
 
 
 def load_registry(
-    engine: Engine, genesis_hash: str
+    engine: Engine, genesis_hash: str, announced_since: float
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """The workers announced since ``announced_since`` and the operators' heartbeat epochs."""
     with engine.connect() as conn:
         ws = conn.execute(
-            select(workers).where(workers.c.genesis_hash == genesis_hash)
+            select(workers).where(workers.c.genesis_hash == genesis_hash,
+                                  workers.c.announced_at >= announced_since)
         ).mappings().all()
         hbs = conn.execute(
             select(heartbeats.c.operator, heartbeats.c.epoch)

@@ -55,7 +55,6 @@ def worker_main(argv: list[str] | None = None) -> None:
     parser.add_argument("--listen-port", type=int)
     parser.add_argument("--account")
     parser.add_argument("--passphrase-file", type=Path)
-    parser.add_argument("--gateway-secret-file", type=Path)
     parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
     args = parser.parse_args(argv)
     try:
@@ -64,9 +63,7 @@ def worker_main(argv: list[str] | None = None) -> None:
             "rpc_url": args.rpc_url or os.environ.get("NET_RPC_URL"),
             "listen_port": args.listen_port, "account": args.account,
             "passphrase_file": args.passphrase_file,
-            "gateway_secret_file": args.gateway_secret_file,
         })
-        secret = read_secret(s.gateway_secret_file, "gateway_secret_file")
         keypair = load_keypair(s)
     except OpsError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -107,7 +104,11 @@ def worker_main(argv: list[str] | None = None) -> None:
             return live.state.errors[0]
         return None if live.state.ticks_ok else "announcing and heartbeating"
 
-    app = server.build_app(engine, secret, on_start=on_start, on_stop=on_stop, status=status,
+    def token() -> str | None:
+        live = holder.get("liveness")
+        return live.state.gateway_token if live is not None else None
+
+    app = server.build_app(engine, token, on_start=on_start, on_stop=on_stop, status=status,
                            ready=ready)
     _serve(app, s.listen_host, s.listen_port, log_level)
 

@@ -16,6 +16,7 @@ from substrateinterface import Keypair, SubstrateInterface
 
 from ops_tools.chain.rpc import http_url
 from ops_tools.services.gateway.announce import sign_announce
+from ops_tools.services.gateway.worker_token import MAX_LEN as MAX_TOKEN_LEN
 from ops_tools.services.worker import sdnotify
 from ops_tools.services.worker.settings import WorkerSettings
 from ops_tools.wallet import operator
@@ -33,6 +34,9 @@ class LivenessState:
     gateway_heartbeat_at: float = 0.0
     chain_heartbeat_epoch: int | None = None
     registered: bool = False
+    # The token the gateway returned to the latest accepted announcement: the only credential
+    # this worker's inference routes accept.
+    gateway_token: str | None = None
     ticks_ok: int = 0
     errors: list[str] = field(default_factory=list)
 
@@ -146,12 +150,20 @@ class Liveness:
             self.keypair, endpoint=self.settings.endpoint(), models=self.models,
             capacity=self.settings.capacity, timestamp=int(time.time()), genesis_hash=genesis,
         )
-        self._post("/v1/workers/announce", payload)
+        answer = self._post("/v1/workers/announce", payload)
+        token = answer.get("worker_token") if isinstance(answer, dict) else None
+        if not (isinstance(token, str) and 0 < len(token) <= MAX_TOKEN_LEN):
+            raise RuntimeError("gateway /v1/workers/announce: the answer carries no worker_token")
+        self.state.gateway_token = token
 
-    def _post(self, path: str, payload: dict[str, Any]) -> None:
+    def _post(self, path: str, payload: dict[str, Any]) -> Any:
         response = self.http.post(self.settings.gateway_url + path, json=payload)
         if response.status_code != 200:
             raise RuntimeError(f"gateway {path}: {response.status_code} {response.text[:300]}")
+        try:
+            return response.json()
+        except ValueError:
+            return None
 
     # --- the thread ------------------------------------------------------------------------
     def start(self) -> None:

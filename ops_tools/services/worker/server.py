@@ -1,4 +1,8 @@
-"""The worker's HTTP side: the gateway's requests (bearer secret) forwarded to the engine."""
+"""The worker's HTTP side: the gateway's requests forwarded to the engine.
+
+An inference request must carry this worker's own token, the one the gateway returned to its
+latest accepted announcement (ops_tools/services/gateway/worker_token.py): no other worker's token,
+nor anything an announced endpoint has seen, opens this one."""
 
 from __future__ import annotations
 
@@ -35,22 +39,23 @@ def _error(status: int, message: str, code: str) -> Response:
 
 def build_app(
     engine: TestEngine | HttpEngine,
-    secret: str | None,
+    token: Callable[[], str | None] | None,
     *,
     on_start: Callable[[], Awaitable[Any]] | None = None,
     on_stop: Callable[[], Awaitable[Any]] | None = None,
     status: Callable[[], dict[str, Any]] | None = None,
     ready: Callable[[], str | None] | None = None,
 ) -> Starlette:
-    """``secret`` None: no authentication (the test engine served as a stand-alone engine)."""
-    expected = f"Bearer {secret}".encode() if secret is not None else None
+    """``token``: this worker's current gateway token (None until the gateway admitted it);
+    ``token`` None: no authentication (the test engine served as a stand-alone engine)."""
 
     async def inference(request: Request) -> Response:
-        if expected is not None:
+        if token is not None:
+            current = token()
             given = request.headers.get("authorization", "").encode()
-            if not hmac.compare_digest(given, expected):
-                return _error(401, "requests to this worker come only from the gateway",
-                              "invalid_api_key")
+            if current is None or not hmac.compare_digest(given, f"Bearer {current}".encode()):
+                return _error(401, "requests to this worker come only from the gateway, with"
+                              " this worker's own token", "invalid_api_key")
         raw = await request.body()
         # The gateway hangs up when its client went away: stop waiting for the engine then.
         watch = DisconnectWatch(request.receive)

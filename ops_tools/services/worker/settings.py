@@ -34,7 +34,6 @@ class WorkerSettings(BaseModel):
     # Development accounts only (inventories/local): a file holding a secret URI such as
     # //Operator1, instead of a keystore account.
     dev_suri_file: Path | None = None
-    gateway_secret_file: Path  # the bearer secret the gateway sends (requests only from it)
     # When set and the operator is not registered: OperatorStake::register with this stake.
     register_stake: int | None = Field(None, ge=1)
     tick_s: float = Field(2.0, gt=0)

@@ -157,6 +157,10 @@ def start_gateway(root: Path, node: DevNode, database_url: str, *, name: str = "
         "listen_port": port, "database_url": database_url, "rpc_url": node.ws,
         "state_dir": str(root / "state"),
         "worker_secret_file": str(secret_file(root / "worker.secret", WORKER_SECRET)),
+        # The suites' workers and attackers all listen on loopback.
+        "allow_private_endpoints": True,
+        # Workers re-announce every 2 s here; a forgotten one expires within the test.
+        "worker_ttl_s": 15.0,
         "chain_poll_s": 0.3, "registry_refresh_s": 0.3, "health_interval_s": 0.5,
         "settle_interval_s": 1.0, "cooldown_s": 2.0, "log_level": "warning",
         "prices": {"net-test-chat": {"input_per_1k": 1_000_000, "output_per_1k": 2_000_000}},
@@ -194,7 +198,6 @@ def start_worker(root: Path, node: DevNode, gateway_url: str, *, name: str,
     config: dict[str, Any] = {
         "listen_port": port, "gateway_url": gateway_url, "rpc_url": node.ws,
         "engine_url": engine_url, "capacity": 64, "tick_s": 0.3, "announce_interval_s": 2.0,
-        "gateway_secret_file": str(secret_file(root / f"{name}.secret", WORKER_SECRET)),
         **(extra or {}),
     }
     if register_stake is not None:
@@ -264,3 +267,63 @@ http {{
     url = f"http://127.0.0.1:{port}"
     wait_for(lambda: httpx.get(url + "/v1/workers", timeout=2).status_code == 200, 30, "nginx")
     return url, proc
+
+
+@dataclass
+class Seen:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+class LoopbackServer:
+    """A real HTTP server on a free loopback port, in a thread, that records every request it
+    gets: an attacker's endpoint. ``answer(seen)`` gives (status, JSON body); the default
+    answers /health and any POST with 200."""
+
+    def __init__(self, answer: Callable[[Seen], tuple[int, Any]] | None = None) -> None:
+        import http.server
+        import threading
+
+        self.seen: list[Seen] = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _handle(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                seen = Seen(self.command, self.path, {k.lower(): v for k, v in
+                                                      self.headers.items()},
+                            self.rfile.read(length) if length else b"")
+                outer.seen.append(seen)
+                status, body = (answer or _default_answer)(seen)
+                raw = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            do_GET = do_POST = _handle
+
+            def log_message(self, *args: Any) -> None:
+                return
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=10)
+
+
+def _default_answer(seen: Seen) -> tuple[int, Any]:
+    if seen.method == "GET":
+        return 200, {"status": "ok"}
+    return 200, {"id": "x", "object": "chat.completion", "created": 0, "model": "m",
+                 "choices": [{"index": 0, "finish_reason": "stop",
+                              "message": {"role": "assistant", "content": "ok"}}],
+                 "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}

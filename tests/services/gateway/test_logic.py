@@ -3,18 +3,21 @@ announcement signature, and the test engine's determinism and token counts."""
 
 from __future__ import annotations
 
+import asyncio
+import random
 import time
 
 import orjson
 import pytest
 from substrateinterface import Keypair
 
-from ops_tools.services.gateway import usage, wire
+from ops_tools.services.gateway import endpoints, usage, wire
 from ops_tools.services.gateway.announce import sign_announce, verify_announce
 from ops_tools.services.gateway.openai_errors import OpenAIError
 from ops_tools.services.gateway.pricing import Price
 from ops_tools.services.gateway.router import ChainView, Router, RouterPolicy, Worker
 from ops_tools.services.gateway.sse import EventSplitter, LineTooLong, StreamTally, classify
+from ops_tools.services.gateway.worker_token import worker_token
 from ops_tools.services.worker import test_engine
 
 GENESIS = "0x" + "ab" * 32
@@ -60,6 +63,79 @@ def test_least_busy_and_capacity_and_exclude():
     a.inflight = 0
     assert r.pick("m", 0, exclude=["A@x"]) is None
     assert r.pick("other", 0) is None
+
+
+def test_equally_loaded_workers_share_the_traffic():
+    r = _router()
+    r.rng = random.Random(7)
+    a, b = r.workers["A@x"], r.workers["B@x"]
+    picks = [r.pick("m", 0).worker_id for _ in range(400)]
+    assert set(picks) == {"A@x", "B@x"}  # C is below MinStake
+    assert 150 <= picks.count("A@x") <= 250
+    a.inflight = 1  # a load difference still decides
+    assert {r.pick("m", 0).worker_id for _ in range(50)} == {"B@x"}
+    b.inflight = 1
+    assert {r.pick("m", 0).worker_id for _ in range(50)} == {"A@x", "B@x"}
+
+
+def test_admission_is_the_chain_part_of_eligibility():
+    r = _router()
+    assert r.not_admitted("A") is None and r.not_admitted("B") is None
+    assert r.not_admitted("C") == "stake 99 below MinStake 100"
+    assert r.not_admitted("Z") == "operator not registered on chain"
+
+
+def test_worker_tokens_are_bound_to_one_worker_and_one_network():
+    key = b"k" * 32
+    a = worker_token(key, GENESIS, "A@http://a")
+    assert a == worker_token(key, GENESIS, "A@http://a")  # every instance derives the same
+    others = {worker_token(key, GENESIS, "B@http://a"), worker_token(key, GENESIS, "A@http://b"),
+              worker_token(key, "0x" + "cd" * 32, "A@http://a"),
+              worker_token(b"j" * 32, GENESIS, "A@http://a")}
+    assert a not in others and len(others) == 4
+
+
+@pytest.mark.parametrize("endpoint", [
+    "http://127.0.0.1:8101", "http://10.0.0.7", "http://192.168.1.2:80/x", "http://172.16.0.1",
+    "http://169.254.169.254/latest", "http://[::1]:80", "http://[fe80::1]", "http://[fd00::1]",
+    "http://[::ffff:127.0.0.1]", "http://0.0.0.0:80", "http://100.64.0.1", "http://224.0.0.1",
+])
+def test_non_public_addresses_are_refused_unless_allowed(endpoint):
+    problem = asyncio.run(endpoints.endpoint_problem(endpoint, allow_private=False))
+    assert problem is not None and "allow_private_endpoints" in problem
+    assert asyncio.run(endpoints.endpoint_problem(endpoint, allow_private=True)) is None
+
+
+def test_names_are_judged_by_every_address_they_resolve_to():
+    def judge(*addresses: str) -> str | None:
+        async def resolve(host: str) -> list[str]:  # a stand-in name server
+            assert host == "worker.example"
+            return list(addresses)
+
+        return asyncio.run(endpoints.endpoint_problem(
+            "https://worker.example:8443", allow_private=False, resolve=resolve))
+
+    assert judge("93.184.216.34") is None
+    assert "10.0.0.5" in judge("93.184.216.34", "10.0.0.5")  # one private address is enough
+    assert "does not resolve" in judge()
+    assert endpoints.is_public("2606:4700::1111") and not endpoints.is_public("::1")
+    # A real name of this host: localhost resolves to loopback.
+    local = asyncio.run(endpoints.endpoint_problem("http://localhost:9", allow_private=False))
+    assert local is not None and ("127.0.0.1" in local or "::1" in local)
+
+
+def test_connections_refuse_a_name_that_resolves_to_a_private_address():
+    """The resolver the gateway's upstream client uses when private endpoints are not allowed:
+    a name admitted while public that now resolves to loopback is refused at connection."""
+    async def connect() -> None:
+        resolver = endpoints.PublicResolver()
+        try:
+            await resolver.resolve("localhost", 80)
+        finally:
+            await resolver.close()
+
+    with pytest.raises(OSError, match="allow_private_endpoints"):
+        asyncio.run(connect())
 
 
 def test_cooldown_after_repeated_failures():

@@ -37,7 +37,7 @@ def test_reset_forgets_the_old_network(database_url):
         for genesis in (OLD, NEW):
             store.save_worker(engine, {"operator": OP, "endpoint": f"http://127.0.0.1:1/{genesis[-2:]}",
                                        "models": ["m"], "capacity": 1, "genesis_hash": genesis},
-                              time.time())
+                              time.time(), max_per_operator=4, ttl_s=60)
             store.save_heartbeat(engine, {"operator": OP, "epoch": 3, "timestamp": 1,
                                           "genesis_hash": genesis}, time.time())
         reservation = store.reserve(engine, key, 10, time.time(), _open("old-1", OLD))
@@ -46,7 +46,7 @@ def test_reset_forgets_the_old_network(database_url):
         assert store.settle_request(engine, reservation, _receipt(5))
         assert store.forget_other_networks(engine, NEW) == {
             "workers": 1, "heartbeats": 1, "receipts_closed": 1}
-        workers, heartbeats = store.load_registry(engine, NEW)
+        workers, heartbeats = store.load_registry(engine, NEW, time.time() - 60)
         assert [w["genesis_hash"] for w in workers] == [NEW] and heartbeats == {OP: 3}
         assert store.get_receipt(engine, "old-1")["settle_status"] == "closed"
         assert store.get_receipt(engine, "old-1")["genesis_hash"] == OLD

@@ -27,11 +27,9 @@ def node(tmp_path) -> Iterator[DevNode]:
 
 def test_a_lost_connection_is_replaced_on_the_next_submission(node, tmp_path):
     bob = Keypair.create_from_uri("//Bob")
-    secret = tmp_path / "gateway-secret"
-    secret.write_text("s" * 32)
     suri = tmp_path / "suri"
     suri.write_text("//Bob")
-    settings = WorkerSettings(rpc_url=node.ws, gateway_secret_file=secret, dev_suri_file=suri)
+    settings = WorkerSettings(rpc_url=node.ws, dev_suri_file=suri)
     liveness = Liveness(settings, bob, [])
     try:
         reader = SubstrateInterface(url=http_url(node.ws), ss58_format=42)
