@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Response
 from sqlalchemy import Connection
 from strawberry.fastapi import GraphQLRouter
 
@@ -117,6 +117,18 @@ def index_checks(db: Database, head: ChainHead, max_lag: int) -> list[ReadyCheck
     return [ReadyCheck("chain", chain), ReadyCheck("index", index)]
 
 
+class IndexerRouter(GraphQLRouter):
+    """A query refused before it ran (syntax, unknown field, depth, cost: errors without a
+    path) is answered 400, as GraphQL over HTTP has it; errors while resolving keep 200."""
+
+    def create_response(self, response_data: Any, sub_response: Response) -> Response:
+        response = super().create_response(response_data, sub_response)
+        errors = response_data.get("errors") if isinstance(response_data, dict) else None
+        if errors and all(not e.get("path") for e in errors):
+            response.status_code = 400
+        return response
+
+
 def graphql_router(db: Database, settings: IndexerSettings) -> GraphQLRouter:
     def run(fn: Callable[[Connection], Any]) -> Any:
         with db.session() as s:
@@ -125,12 +137,12 @@ def graphql_router(db: Database, settings: IndexerSettings) -> GraphQLRouter:
     async def read(fn: Callable[[Connection], Any]) -> Any:
         return await asyncio.to_thread(run, fn)
 
-    context = Context(read=read, limits=settings.limits())
+    limits = settings.limits()
 
     async def get_context() -> dict[str, Any]:
-        return {"indexer": context}
+        return {"indexer": Context(read=read, limits=limits)}
 
-    return GraphQLRouter(build_schema(settings.limits()), context_getter=get_context,
+    return IndexerRouter(build_schema(limits), context_getter=get_context,
                          graphql_ide="graphiql")
 
 

@@ -3,15 +3,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Generic, NewType, TypeVar
 
 import strawberry
 from graphql import GraphQLError
 from sqlalchemy import Connection as SAConnection
+from strawberry.dataloader import DataLoader
 from strawberry.extensions import AddValidationRules, MaskErrors, QueryDepthLimiter
 from strawberry.scalars import JSON
 from strawberry.types import Info
@@ -27,10 +29,48 @@ BigInt = strawberry.scalar(
 T = TypeVar("T")
 
 
+Read = Callable[[Callable[[SAConnection], Any]], Awaitable[Any]]
+ExtrinsicKey = tuple[int, int, int]  # network id, block number, index
+
+
 @dataclass
 class Context:
-    read: Callable[[Callable[[SAConnection], Any]], Awaitable[Any]]
+    """One per request: the loaders batch the per-item reads of nested fields, so that a nested
+    page costs one SQL query per level, not one per item."""
+
+    read: Read
     limits: Limits
+    extrinsics: DataLoader[ExtrinsicKey, Any] = field(init=False)
+    extrinsic_events: DataLoader[tuple[int, int, int, int], list[Any]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.extrinsics = DataLoader(load_fn=self._load_extrinsics)
+        self.extrinsic_events = DataLoader(load_fn=self._load_extrinsic_events)
+
+    async def _load_extrinsics(self, keys: list[ExtrinsicKey]) -> list[Any]:
+        found: dict[ExtrinsicKey, Any] = {}
+        for net, group in _grouped(keys).items():
+            rows = await self.read(lambda c, n=net, g=group: queries.extrinsics_at(c, n, g))
+            found.update({(net, *k): r for k, r in rows.items()})
+        return [found.get(k) for k in keys]
+
+    async def _load_extrinsic_events(self, keys: list[tuple[int, int, int, int]]
+                                     ) -> list[list[Any]]:
+        found: dict[tuple[int, int, int, int], list[Any]] = {}
+        for (net, first), group in _grouped(keys, with_last=True).items():
+            rows = await self.read(lambda c, n=net, g=group, f=first:
+                                   queries.events_of_extrinsics(c, n, g, f))
+            found.update({(net, *k, first): r for k, r in rows.items()})
+        return [found[k] for k in keys]
+
+
+def _grouped(keys: list[Any], *, with_last: bool = False) -> dict[Any, list[tuple[int, int]]]:
+    """Keys grouped by network (and page size, the last element, when ``with_last``)."""
+    groups: dict[Any, list[tuple[int, int]]] = {}
+    for key in keys:
+        group = (key[0], key[3]) if with_last else key[0]
+        groups.setdefault(group, []).append((key[1], key[2]))
+    return groups
 
 
 def _ctx(info: Info) -> Context:
@@ -67,16 +107,50 @@ class Edge(Generic[T]):
     cursor: str
 
 
+class Counter:
+    """The count of a list, run only when ``totalCount`` or ``totalCountCapped`` is asked for,
+    and once for both."""
+
+    def __init__(self, run: Callable[[], Awaitable[tuple[int, bool]]]) -> None:
+        self._run = run
+        self._task: asyncio.Task[tuple[int, bool]] | None = None
+
+    async def get(self) -> tuple[int, bool]:
+        if self._task is None:
+            self._task = asyncio.ensure_future(self._run())
+        return await self._task
+
+
 @strawberry.type
 class Connection(Generic[T]):
     edges: list[Edge[T]]
     page_info: PageInfo
+    counter: strawberry.Private[Counter]
+
+    @strawberry.field(description="How many items the list's filter matches (every page), up "
+                                  "to the count cap; see totalCountCapped.")
+    async def total_count(self) -> int:
+        return (await self.counter.get())[0]
+
+    @strawberry.field(description="True when there are more items than the count cap: "
+                                  "totalCount is then the cap, a lower bound.")
+    async def total_count_capped(self) -> bool:
+        return (await self.counter.get())[1]
 
 
-def _connection(kind: str, page: Page, make: Callable[[Any], Any]) -> Connection[Any]:
+def _connection(info: Info, kind: str, page: Page, make: Callable[[Any], Any],
+                exact: int | None = None) -> Connection[Any]:
+    """``exact``: the count when it is known without counting (blocks)."""
+    ctx = _ctx(info)
+
+    async def run() -> tuple[int, bool]:
+        if exact is not None:
+            return exact, False
+        return await ctx.read(lambda c: queries.count(c, page.filtered, ctx.limits.count_cap))
+
     cursors = [encode_cursor(kind, k) for k in page.keys]
     edges = [Edge(node=make(r), cursor=c) for r, c in zip(page.rows, cursors, strict=True)]
-    return Connection(edges=edges, page_info=PageInfo(
+    return Connection(edges=edges, counter=Counter(run), page_info=PageInfo(
         has_next_page=page.has_next, has_previous_page=page.has_previous,
         start_cursor=cursors[0] if cursors else None,
         end_cursor=cursors[-1] if cursors else None))
@@ -140,11 +214,9 @@ class Extrinsic:
 
     @strawberry.field(description="The events this extrinsic emitted.")
     async def events(self, info: Info, first: int | None = None) -> list[Event]:
-        n = _first(info, first)
-        page = await _ctx(info).read(lambda c: queries.events(
-            c, self.network_id, n, None, False, pallet=None, name=None, account=None,
-            low=None, high=None, extrinsic=(self.block_number, self.index)))
-        return [_event(r) for r in page.rows]
+        rows = await _ctx(info).extrinsic_events.load(
+            (self.network_id, self.block_number, self.index, _first(info, first)))
+        return [_event(r) for r in rows]
 
 
 def _extrinsic(row: Any) -> Extrinsic:
@@ -169,8 +241,8 @@ class Event:
     async def extrinsic(self, info: Info) -> Extrinsic | None:
         if self.extrinsic_index is None:
             return None
-        row = await _ctx(info).read(lambda c: queries.extrinsic_at(
-            c, self.network_id, self.block_number, self.extrinsic_index))
+        row = await _ctx(info).extrinsics.load(
+            (self.network_id, self.block_number, self.extrinsic_index))
         return _extrinsic(row) if row else None
 
 
@@ -253,7 +325,8 @@ class Query:
         def read(c: SAConnection) -> Connection[Block]:
             net = queries.network(c, genesis_hash)
             page = queries.blocks(c, net.id, n, after, order is Order.DESC, from_block, to_block)
-            return _connection("block", page, lambda r: _block(r, net))
+            return _connection(info, "block", page, lambda r: _block(r, net),
+                               exact=queries.block_count(net, from_block, to_block))
         return await _ctx(info).read(read)
 
     @strawberry.field
@@ -272,7 +345,7 @@ class Query:
             page = queries.extrinsics(c, net.id, n, after, order is Order.DESC, pallet=pallet,
                                       call=call, account=account, success=success,
                                       low=from_block, high=to_block, hash_=hash)
-            return _connection("extrinsic", page, _extrinsic)
+            return _connection(info, "extrinsic", page, _extrinsic)
         return await _ctx(info).read(read)
 
     @strawberry.field
@@ -289,7 +362,7 @@ class Query:
             net = queries.network(c, genesis_hash)
             page = queries.events(c, net.id, n, after, order is Order.DESC, pallet=pallet,
                                   name=name, account=account, low=from_block, high=to_block)
-            return _connection("event", page, _event)
+            return _connection(info, "event", page, _event)
         return await _ctx(info).read(read)
 
     @strawberry.field(description="Balances.Transfer events.")
@@ -307,7 +380,7 @@ class Query:
             net = queries.network(c, genesis_hash)
             page = queries.transfers(c, net.id, n, after, order is Order.DESC, account=account,
                                      sender=from_, recipient=to, low=from_block, high=to_block)
-            return _connection("transfer", page, lambda r: Transfer(
+            return _connection(info, "transfer", page, lambda r: Transfer(
                 from_=r.sender, to=r.recipient, amount=r.amount, block_number=r.block_number,
                 event_index=r.event_idx, extrinsic_hash=r.extrinsic_hash))
         return await _ctx(info).read(read)
@@ -322,7 +395,7 @@ class Query:
         def read(c: SAConnection) -> Connection[Operator]:
             net = queries.network(c, genesis_hash)
             page = queries.operators(c, net.id, n, after, order is Order.DESC, account=account)
-            return _connection("operator", page, lambda r: Operator(
+            return _connection(info, "operator", page, lambda r: Operator(
                 account=r.account, stake=r.stake, attestation_hash=r.attestation_hash,
                 last_heartbeat_epoch=r.last_heartbeat_epoch, registered_at=r.registered_at,
                 as_of_block=r.block_number))
@@ -339,7 +412,7 @@ class Query:
             net = queries.network(c, genesis_hash)
             page = queries.heartbeats(c, net.id, n, after, order is Order.DESC, account=account,
                                       low=from_block, high=to_block)
-            return _connection("heartbeat", page, lambda r: Heartbeat(
+            return _connection(info, "heartbeat", page, lambda r: Heartbeat(
                 account=r.account, epoch=r.epoch, block_number=r.block_number,
                 event_index=r.event_idx, extrinsic_hash=r.extrinsic_hash))
         return await _ctx(info).read(read)
@@ -353,7 +426,7 @@ class Query:
         def read(c: SAConnection) -> Connection[Account]:
             net = queries.network(c, genesis_hash)
             page = queries.accounts(c, net.id, n, after, order is Order.DESC, address=address)
-            return _connection("account", page, lambda r: Account(
+            return _connection(info, "account", page, lambda r: Account(
                 address=r.address, free=r.free, reserved=r.reserved, frozen=r.frozen,
                 nonce=r.nonce, as_of_block=r.block_number))
         return await _ctx(info).read(read)

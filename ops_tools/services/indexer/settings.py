@@ -24,8 +24,10 @@ class IndexerSettings(ServiceSettings):
     max_page_size: int = Field(default=100, ge=1, le=1000)
     default_page_size: int = Field(default=20, ge=1, le=1000)
     max_cost: int = Field(default=20_000, ge=10)
+    count_cap: int = Field(default=10_000, ge=1, le=1_000_000,
+                           description="rows totalCount walks at most")
 
     def limits(self) -> Limits:
         return Limits(max_depth=self.max_depth, max_page_size=self.max_page_size,
                       default_page_size=min(self.default_page_size, self.max_page_size),
-                      max_cost=self.max_cost)
+                      max_cost=self.max_cost, count_cap=self.count_cap)

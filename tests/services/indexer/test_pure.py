@@ -15,7 +15,7 @@ from ops_tools.services.indexer.forks import (
     common_ancestor,
     rollback_window,
 )
-from ops_tools.services.indexer.limits import Limits, query_cost
+from ops_tools.services.indexer.limits import COUNT_COST, READ_COST, Limits, query_cost
 from ops_tools.services.indexer.model import Block, Event, RawBlock, Transfer
 from ops_tools.services.indexer.tables import Base
 
@@ -61,14 +61,27 @@ def test_cursors_round_trip_and_refuse_other_lists():
 def test_query_cost_multiplies_page_sizes():
     limits = Limits(default_page_size=20, max_page_size=100)
     flat = parse("{ events(first: 10) { edges { cursor } } }").definitions[0]
-    assert query_cost(flat.selection_set, {}, limits) == 1 + 10 * 2
+    assert query_cost(flat.selection_set, {}, limits) == READ_COST + 10 * 2
     default = parse("{ events { edges { cursor } } }").definitions[0]
-    assert query_cost(default.selection_set, {}, limits) == 1 + 20 * 2
+    assert query_cost(default.selection_set, {}, limits) == READ_COST + 20 * 2
     variable = parse("query($n: Int) { events(first: $n) { edges { cursor } } }").definitions[0]
-    assert query_cost(variable.selection_set, {}, limits) == 1 + 100 * 2
+    assert query_cost(variable.selection_set, {}, limits) == READ_COST + 100 * 2
     doc = parse("{ events(first: 5) { ...E } } fragment E on EventConnection { edges { cursor } }")
     fragments = {d.name.value: d for d in doc.definitions[1:]}
-    assert query_cost(doc.definitions[0].selection_set, fragments, limits) == 1 + 5 * 2
+    assert query_cost(doc.definitions[0].selection_set, fragments, limits) == READ_COST + 5 * 2
+
+
+def test_nested_reads_and_counts_are_weighted():
+    limits = Limits()
+    # events(99) → extrinsic → events(99): each nested read is charged once per parent item.
+    attack = parse("{ events(first: 99) { edges { node { extrinsic { events(first: 99) { index "
+                   "name } } } } } }").definitions[0]
+    inner = READ_COST + 99 * 2
+    assert query_cost(attack.selection_set, {}, limits) == READ_COST + 99 * (
+        1 + 1 + READ_COST + inner)
+    assert query_cost(attack.selection_set, {}, limits) > limits.max_cost
+    counted = parse("{ transfers(first: 1) { totalCount totalCountCapped } }").definitions[0]
+    assert query_cost(counted.selection_set, {}, limits) == READ_COST + 2 * COUNT_COST
 
 
 def test_accounts_are_found_in_nested_event_fields():

@@ -1,0 +1,136 @@
+"""Query cost and counts against an index of a running development chain, on SQLite and on
+PostgreSQL: the nested events → extrinsic → events attack is refused before any SQL runs; an
+allowed nested query runs one SQL query per level whatever its page sizes (counted on the API's
+engine); ``totalCount`` agrees with the transfers made, is exact for blocks and is capped, and
+says so, past ``count_cap``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+from sqlalchemy import event
+from substrateinterface import Keypair
+
+from ops_tools.services.common.db import Database
+from ops_tools.services.indexer.api import build_app
+from ops_tools.services.indexer.settings import IndexerSettings
+from tests.conftest import free_port
+from tests.services.indexer.chain_ops import TOKEN, fresh_account, submit
+from tests.services.indexer.harness import Indexer
+
+ALICE = Keypair.create_from_uri("//Alice", ss58_format=42)
+
+# The security review's query: 19,999 under the old cost (each field 1, lists multiplied), so it
+# ran, with one SQL query per event and per extrinsic.
+ATTACK = ("{ events(first: 99) { edges { node { extrinsic { events(first: 99) { index name } } "
+          "} } } }")
+NESTED = ("{{ events(first: {n}) {{ edges {{ node {{ blockNumber index extrinsicIndex "
+          "extrinsic {{ blockNumber index hash events(first: {m}) {{ blockNumber index "
+          "extrinsicIndex }} }} }} }} }} }}")
+
+
+class Api:
+    """The API in this process, on the index's database, counting the SQL queries (SELECTs)
+    its engine runs."""
+
+    def __init__(self, tmp: Path, rpc_url: str, database_url: str, **extra: object) -> None:
+        self.db = Database(database_url)
+        settings = IndexerSettings(listen_port=free_port(), state_dir=tmp / "api",
+                                   rpc_url=rpc_url, database_url=database_url, **extra)
+        self.client = TestClient(build_app(settings, self.db), client=("127.0.0.1", 50000))
+        self.statements: list[str] = []
+        event.listen(self.db.engine, "before_cursor_execute", self._seen)
+
+    def _seen(self, _conn: object, _cursor: object, statement: str, *_: object) -> None:
+        if statement.lstrip().upper().startswith(("SELECT", "WITH")):
+            self.statements.append(statement)
+
+    @contextmanager
+    def counting(self) -> Iterator[list[str]]:
+        self.statements.clear()
+        yield self.statements
+
+    def post(self, query: str, variables: dict | None = None) -> tuple[int, dict]:
+        resp = self.client.post("/graphql", json={"query": query, "variables": variables or {}})
+        return resp.status_code, resp.json()
+
+    def data(self, query: str, variables: dict | None = None) -> dict:
+        status, body = self.post(query, variables)
+        assert status == 200 and not body.get("errors"), (status, body)
+        return body["data"]
+
+    def close(self) -> None:
+        self.client.close()
+        self.db.engine.dispose()
+
+
+def test_nested_cost_sql_per_level_and_total_counts(chain, database_url, tmp_path):
+    ix = Indexer(tmp_path / "indexer", chain.ws, database_url)
+    ix.start()
+    api = Api(tmp_path, chain.ws, database_url, count_cap=3)
+    try:
+        receiver = fresh_account().ss58_address
+        sent = [submit(chain.ws, ALICE, "Balances", "transfer_keep_alive",
+                       {"dest": receiver, "value": TOKEN})[0] for _ in range(4)]
+        ix.wait_height(sent[-1])
+
+        # The attack is refused before anything reads the database, naming cost and limit.
+        with api.counting() as sql:
+            status, body = api.post(ATTACK)
+        messages = [e["message"] for e in body.get("errors") or []]
+        assert any("query cost 21790 is over the limit 20000" in m for m in messages), body
+        assert status == 400 and body.get("data") is None and sql == [], (status, sql)
+
+        # Allowed nested pages: one query for the network, one per level, whatever the sizes.
+        counts = {}
+        for n, m in ((3, 1), (15, 10)):
+            with api.counting() as sql:
+                events = api.data(NESTED.format(n=n, m=m))["events"]["edges"]
+            counts[(n, m)] = len(sql)
+            assert len(events) == n
+            for edge in events:
+                node, xt = edge["node"], edge["node"]["extrinsic"]
+                if node["extrinsicIndex"] is None:
+                    assert xt is None
+                    continue
+                assert (xt["blockNumber"], xt["index"]) == (node["blockNumber"],
+                                                            node["extrinsicIndex"])
+                own = [(e["blockNumber"], e["extrinsicIndex"]) for e in xt["events"]]
+                assert own and len(own) <= m
+                assert set(own) == {(node["blockNumber"], node["extrinsicIndex"])}
+                indices = [e["index"] for e in xt["events"]]
+                assert indices == sorted(indices)
+        assert counts[(3, 1)] == counts[(15, 10)] <= 4, counts
+
+        # totalCount: agrees with the transfers made; capped at count_cap (3) and says so.
+        q = ("query($a: String!, $lo: Int, $hi: Int) { transfers(account: $a, fromBlock: $lo, "
+             "toBlock: $hi, first: 1) { totalCount totalCountCapped edges { cursor } } }")
+        capped = api.data(q, {"a": receiver})["transfers"]
+        assert (capped["totalCount"], capped["totalCountCapped"]) == (3, True)
+        exact = api.data(q, {"a": receiver, "lo": sent[1], "hi": sent[2]})["transfers"]
+        expected = sum(sent[1] <= b <= sent[2] for b in sent)
+        assert (exact["totalCount"], exact["totalCountCapped"]) == (expected, False)
+        none = api.data(q, {"a": fresh_account().ss58_address})["transfers"]
+        assert (none["totalCount"], none["totalCountCapped"]) == (0, False)
+
+        # Blocks: exact from the index's height, without counting rows; the count runs only
+        # when asked for.
+        with api.counting() as sql:
+            blocks = api.data("query($top: Int!) { blocks(first: 1, toBlock: $top) { "
+                              "totalCount totalCountCapped } ranged: blocks(fromBlock: 2, "
+                              "toBlock: 5) { totalCount } }", {"top": sent[-1]})
+        assert not any("count(" in s.lower() for s in sql), sql
+        assert blocks["blocks"] == {"totalCount": sent[-1] + 1, "totalCountCapped": False}
+        assert blocks["ranged"]["totalCount"] == 4
+        with api.counting() as sql:
+            api.data("{ events(first: 1) { edges { cursor } } }")
+        without = len(sql)
+        with api.counting() as sql:
+            api.data("{ events(first: 1) { totalCount totalCountCapped edges { cursor } } }")
+        assert len(sql) == without + 1, sql
+    finally:
+        api.close()
+        ix.stop()
