@@ -23,7 +23,7 @@ from ops_tools.services.common.readiness import CheckResult, ReadyCheck, databas
 from ops_tools.services.indexer import queries
 from ops_tools.services.indexer.processor import Processor, ProcessorOptions
 from ops_tools.services.indexer.queries import QueryError
-from ops_tools.services.indexer.schema import Context, build_schema
+from ops_tools.services.indexer.schema import Context, Health, build_schema
 from ops_tools.services.indexer.settings import IndexerSettings
 
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -138,9 +138,10 @@ def graphql_router(db: Database, settings: IndexerSettings) -> GraphQLRouter:
         return await asyncio.to_thread(run, fn)
 
     limits = settings.limits()
+    health = Health(stale_s=settings.step_stale_s(), max_lag=settings.ready_max_lag)
 
     async def get_context() -> dict[str, Any]:
-        return {"indexer": Context(read=read, limits=limits)}
+        return {"indexer": Context(read=read, limits=limits, health=health)}
 
     return IndexerRouter(build_schema(limits), context_getter=get_context,
                          graphql_ide="graphiql")
@@ -150,7 +151,7 @@ def processor_check(processor: Processor, settings: IndexerSettings) -> ReadyChe
     """The processor is ready when it is connected to the node, its last step completed
     recently and left it within ``ready_max_lag`` blocks of the node's best block; the detail
     carries its figures (``ops-tools status`` shows them)."""
-    stale_s = max(3 * settings.poll_interval_s, 30.0)
+    stale_s = settings.step_stale_s()
 
     def probe() -> CheckResult:
         step, lost = processor.last_step, processor.link_lost

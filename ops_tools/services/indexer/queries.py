@@ -13,10 +13,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Select, and_, func, literal, or_, select, tuple_
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Select,
+    and_,
+    func,
+    literal,
+    literal_column,
+    or_,
+    select,
+    text,
+    tuple_,
+)
 
 from ops_tools.services.indexer.tables import (
     AccountRow,
+    Base,
     BlockRow,
     EventAccountRow,
     EventRow,
@@ -70,6 +83,24 @@ def network(conn: Connection, genesis_hash: str | None) -> Any:
         raise QueryError(f"genesisHash: {genesis_hash} is not a network this indexer has "
                          f"indexed; known: {known or 'none'}")
     return row
+
+
+def row_estimates(conn: Connection) -> list[tuple[str, int]]:
+    """Rows per table of the index (every network), from statistics, never by counting: on
+    PostgreSQL the live tuples its statistics keep, on SQLite the largest rowid (rows are only
+    appended, and a rollback deletes few)."""
+    tables = Base.metadata.sorted_tables
+    names = [t.name for t in tables]
+    if conn.dialect.name == "postgresql":
+        rows = conn.execute(text(
+            "SELECT relname, n_live_tup FROM pg_stat_user_tables WHERE relid IN "
+            "(SELECT to_regclass(n) FROM unnest(CAST(:names AS text[])) AS n)"),
+            {"names": names})
+        found = {r[0]: int(r[1]) for r in rows}
+    else:
+        found = {t.name: conn.execute(select(func.max(literal_column("rowid")))
+                                      .select_from(t)).scalar() or 0 for t in tables}
+    return [(n, found.get(n, 0)) for n in names]
 
 
 def networks(conn: Connection) -> list[Any]:

@@ -8,6 +8,7 @@ import enum
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Annotated, Any, Generic, NewType, TypeVar
 
 import strawberry
@@ -18,6 +19,7 @@ from strawberry.extensions import AddValidationRules, MaskErrors, QueryDepthLimi
 from strawberry.scalars import JSON
 from strawberry.types import Info
 
+from ops_tools import __version__
 from ops_tools.services.indexer import queries
 from ops_tools.services.indexer.limits import Limits, cost_rule
 from ops_tools.services.indexer.queries import Page, QueryError, encode_cursor
@@ -30,6 +32,25 @@ T = TypeVar("T")
 
 
 Read = Callable[[Callable[[SAConnection], Any]], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class Health:
+    """When ``_metadata.indexerHealthy`` holds: the processor's last step (which every step
+    records, with or without new blocks) at most ``stale_s`` ago, within ``max_lag`` blocks of
+    the chain's best block (the processor's own readiness, read from the database)."""
+
+    stale_s: float
+    max_lag: int
+
+    def healthy(self, net: Any) -> bool:
+        if not net.active or net.updated_at is None:
+            return False
+        updated = net.updated_at
+        if updated.tzinfo is None:  # SQLite keeps no zone; the processor writes UTC
+            updated = updated.replace(tzinfo=UTC)
+        age = (datetime.now(UTC) - updated).total_seconds()
+        return age <= self.stale_s and net.chain_height - net.height <= self.max_lag
 ExtrinsicKey = tuple[int, int, int]  # network id, block number, index
 
 
@@ -40,6 +61,7 @@ class Context:
 
     read: Read
     limits: Limits
+    health: Health
     extrinsics: DataLoader[ExtrinsicKey, Any] = field(init=False)
     extrinsic_events: DataLoader[tuple[int, int, int, int], list[Any]] = field(init=False)
 
@@ -182,6 +204,32 @@ def _status(net: Any) -> IndexStatus:
 
 
 @strawberry.type
+class TableEstimate:
+    table: str
+    estimate: int
+
+
+@strawberry.type(name="_Metadata", description="SubQuery's status object, with its field names.")
+class Metadata:
+    last_processed_height: int = strawberry.field(description="indexStatus.height")
+    last_processed_timestamp: str | None = strawberry.field(
+        description="When the processor last recorded its progress: milliseconds since the "
+                    "epoch, as a decimal string (as SubQuery).")
+    target_height: int = strawberry.field(description="The chain's best block the processor "
+                                                      "last saw (indexStatus.chainHeight).")
+    chain: str | None = strawberry.field(description="The chain's name (system_chain).")
+    spec_name: str | None
+    genesis_hash: str
+    indexer_healthy: bool = strawberry.field(
+        description="The processor's last step was recent and left it within ready_max_lag "
+                    "blocks of the chain (always false for an archived network).")
+    indexer_node_version: str
+    query_node_version: str
+    row_count_estimate: list[TableEstimate] = strawberry.field(
+        description="Rows per table (all networks), from the database's statistics.")
+
+
+@strawberry.type
 class Block:
     number: int
     hash: str
@@ -297,6 +345,24 @@ class Query:
     async def index_status(self, info: Info, genesis_hash: str | None = None) -> IndexStatus:
         net = await _ctx(info).read(lambda c: queries.network(c, genesis_hash))
         return _status(net)
+
+    @strawberry.field(name="_metadata", description="SubQuery's _metadata: the same figures "
+                                                    "as indexStatus, under SubQuery's names.")
+    async def metadata(self, info: Info, genesis_hash: str | None = None) -> Metadata:
+        ctx = _ctx(info)
+        net, estimates = await ctx.read(lambda c: (queries.network(c, genesis_hash),
+                                                   queries.row_estimates(c)))
+        stamp = None
+        if net.updated_at is not None:
+            updated = net.updated_at if net.updated_at.tzinfo else net.updated_at.replace(
+                tzinfo=UTC)
+            stamp = str(int(updated.timestamp() * 1000))
+        return Metadata(
+            last_processed_height=net.height, last_processed_timestamp=stamp,
+            target_height=net.chain_height, chain=net.chain_name, spec_name=net.spec_name,
+            genesis_hash=net.genesis_hash, indexer_healthy=ctx.health.healthy(net),
+            indexer_node_version=__version__, query_node_version=__version__,
+            row_count_estimate=[TableEstimate(table=t, estimate=n) for t, n in estimates])
 
     @strawberry.field(description="Every network indexed, the current one and those archived "
                                   "by resets.")

@@ -27,6 +27,10 @@ class IndexerSettings(ServiceSettings):
     count_cap: int = Field(default=10_000, ge=1, le=1_000_000,
                            description="rows totalCount walks at most")
 
+    def step_stale_s(self) -> float:
+        """How long without a processor step means it is stuck (every step records itself)."""
+        return max(3 * self.poll_interval_s, 30.0)
+
     def limits(self) -> Limits:
         return Limits(max_depth=self.max_depth, max_page_size=self.max_page_size,
                       default_page_size=min(self.default_page_size, self.max_page_size),

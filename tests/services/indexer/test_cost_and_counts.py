@@ -2,18 +2,20 @@
 PostgreSQL: the nested events → extrinsic → events attack is refused before any SQL runs; an
 allowed nested query runs one SQL query per level whatever its page sizes (counted on the API's
 engine); ``totalCount`` agrees with the transfers made, is exact for blocks and is capped, and
-says so, past ``count_cap``."""
+says so, past ``count_cap``; ``_metadata`` carries SubQuery's names with the chain's values."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from fastapi.testclient import TestClient
 from sqlalchemy import event
-from substrateinterface import Keypair
+from substrateinterface import Keypair, SubstrateInterface
 
+from ops_tools import __version__
 from ops_tools.services.common.db import Database
 from ops_tools.services.indexer.api import build_app
 from ops_tools.services.indexer.settings import IndexerSettings
@@ -131,6 +133,49 @@ def test_nested_cost_sql_per_level_and_total_counts(chain, database_url, tmp_pat
         with api.counting() as sql:
             api.data("{ events(first: 1) { totalCount totalCountCapped edges { cursor } } }")
         assert len(sql) == without + 1, sql
+    finally:
+        api.close()
+        ix.stop()
+
+
+METADATA_Q = """{ _metadata { lastProcessedHeight lastProcessedTimestamp targetHeight chain
+  specName genesisHash indexerHealthy indexerNodeVersion queryNodeVersion
+  rowCountEstimate { table estimate } }
+  indexStatus { height chainHeight genesisHash chainName } }"""
+
+
+def test_metadata_has_subquerys_names_beside_index_status(chain, database_url, tmp_path):
+    ix = Indexer(tmp_path / "indexer", chain.ws, database_url)
+    ix.start()
+    api = Api(tmp_path, chain.ws, database_url)
+    try:
+        ix.wait_height(3)
+        ix.stop("processor")  # the figures hold still while they are compared
+        substrate = SubstrateInterface(url=chain.ws, ss58_format=42)
+        try:
+            genesis = substrate.get_block_hash(0).lower()
+            runtime = substrate.rpc_request("state_getRuntimeVersion", [])["result"]
+            chain_name = substrate.rpc_request("system_chain", [])["result"]
+        finally:
+            substrate.close()
+
+        def settled() -> dict | None:
+            data = api.data(METADATA_Q)
+            blocks = {r["table"]: r["estimate"] for r in data["_metadata"]["rowCountEstimate"]}
+            # PostgreSQL's statistics arrive within a second or so of the commit.
+            return data if blocks["indexer_blocks"] == data["indexStatus"]["height"] + 1 else None
+        data = ix.wait_for(settled, 30, "the row estimates to count every block")
+        meta, status = data["_metadata"], data["indexStatus"]
+        assert meta["lastProcessedHeight"] == status["height"] >= 3
+        assert meta["targetHeight"] == status["chainHeight"] >= status["height"]
+        assert meta["genesisHash"] == status["genesisHash"] == genesis
+        assert meta["chain"] == status["chainName"] == chain_name
+        assert meta["specName"] == runtime["specName"]
+        assert meta["indexerHealthy"] is True
+        assert meta["indexerNodeVersion"] == meta["queryNodeVersion"] == __version__
+        assert 0 <= time.time() * 1000 - int(meta["lastProcessedTimestamp"]) < 60_000
+        tables = {r["table"] for r in meta["rowCountEstimate"]}
+        assert {"indexer_blocks", "indexer_events", "indexer_transfers"} <= tables
     finally:
         api.close()
         ix.stop()

@@ -3,6 +3,9 @@ storage functions on an in-memory database."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+
 import pytest
 from graphql import parse
 from sqlalchemy import create_engine
@@ -17,6 +20,7 @@ from ops_tools.services.indexer.forks import (
 )
 from ops_tools.services.indexer.limits import COUNT_COST, READ_COST, Limits, query_cost
 from ops_tools.services.indexer.model import Block, Event, RawBlock, Transfer
+from ops_tools.services.indexer.schema import Health
 from ops_tools.services.indexer.tables import Base
 
 ALICE = "5GrwvaEF5zXb26Fz9rcQpDWS57CtERHpNehXCPcNoHGKutQY"
@@ -127,3 +131,18 @@ def test_store_rollback_deletes_everything_above_the_ancestor_and_resets_archive
         assert store.tip(c, net.id) == (1, "h1")  # the archived network keeps its rows
         with pytest.raises(queries.QueryError, match=r"genesisHash: 0xg3 .* known: 0xg1, 0xg2"):
             queries.network(c, "0xg3")
+
+
+def test_indexer_healthy_needs_a_recent_step_within_the_lag_on_the_active_network():
+    health = Health(stale_s=30, max_lag=5)
+    now = datetime.now(UTC)
+
+    def net(**kw: object) -> SimpleNamespace:
+        values = {"active": True, "updated_at": now, "height": 100, "chain_height": 105} | kw
+        return SimpleNamespace(**values)
+    assert health.healthy(net())
+    assert health.healthy(net(updated_at=now.replace(tzinfo=None)))  # SQLite's naive UTC
+    assert not health.healthy(net(chain_height=106))
+    assert not health.healthy(net(updated_at=now - timedelta(seconds=31)))
+    assert not health.healthy(net(active=False))
+    assert not health.healthy(net(updated_at=None))
