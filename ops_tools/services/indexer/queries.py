@@ -176,8 +176,10 @@ def block(conn: Connection, net: int, number: int | None, hash_: str | None) -> 
 def extrinsics(conn: Connection, net: int, first: int, after: str | None, desc: bool, *,
                pallet: str | None, call: str | None, account: str | None,
                success: bool | None, low: int | None, high: int | None,
-               hash_: str | None = None) -> Page:
+               hash_: str | None = None, where: ColumnElement[bool] | None = None) -> Page:
     stmt = select(ExtrinsicRow).where(ExtrinsicRow.network_id == net)
+    if where is not None:
+        stmt = stmt.where(where)
     if pallet is not None:
         stmt = stmt.where(ExtrinsicRow.pallet == pallet)
     if call is not None:
@@ -195,8 +197,10 @@ def extrinsics(conn: Connection, net: int, first: int, after: str | None, desc: 
 
 def events(conn: Connection, net: int, first: int, after: str | None, desc: bool, *,
            pallet: str | None, name: str | None, account: str | None, low: int | None,
-           high: int | None) -> Page:
+           high: int | None, where: ColumnElement[bool] | None = None) -> Page:
     stmt = select(EventRow).where(EventRow.network_id == net)
+    if where is not None:
+        stmt = stmt.where(where)
     if pallet is not None:
         stmt = stmt.where(EventRow.pallet == pallet)
     if name is not None:
@@ -240,8 +244,11 @@ def events_of_extrinsics(conn: Connection, net: int, keys: Sequence[tuple[int, i
 
 def transfers(conn: Connection, net: int, first: int, after: str | None, desc: bool, *,
               account: str | None, sender: str | None, recipient: str | None,
-              low: int | None, high: int | None) -> Page:
+              low: int | None, high: int | None,
+              where: ColumnElement[bool] | None = None) -> Page:
     stmt = select(TransferRow).where(TransferRow.network_id == net)
+    if where is not None:
+        stmt = stmt.where(where)
     if account is not None:
         stmt = stmt.where(or_(TransferRow.sender == account, TransferRow.recipient == account))
     if sender is not None:

@@ -20,7 +20,7 @@ from strawberry.scalars import JSON
 from strawberry.types import Info
 
 from ops_tools import __version__
-from ops_tools.services.indexer import queries
+from ops_tools.services.indexer import filters, queries
 from ops_tools.services.indexer.limits import Limits, cost_rule
 from ops_tools.services.indexer.queries import Page, QueryError, encode_cursor
 
@@ -113,6 +113,78 @@ def _first(info: Info, first: int | None) -> int:
 class Order(enum.Enum):
     ASC = "asc"
     DESC = "desc"
+
+
+@strawberry.enum(description="The order of a list: by block, and within a block by the "
+                             "item's index (the stable tie-break the cursors follow).")
+class OrderBy(enum.Enum):
+    BLOCK_NUMBER_ASC = "block_number_asc"
+    BLOCK_NUMBER_DESC = "block_number_desc"
+
+
+def _desc(order: Order, order_by: OrderBy | None) -> bool:
+    if order_by is None:
+        return order is Order.DESC
+    if order is Order.DESC and order_by is OrderBy.BLOCK_NUMBER_ASC:
+        raise QueryError("orderBy: BLOCK_NUMBER_ASC contradicts order: DESC; pass one of them")
+    return order_by is OrderBy.BLOCK_NUMBER_DESC
+
+
+@strawberry.input(description="Conditions on a text field (SubQuery's names).")
+class StringFilter:
+    equal_to: str | None = None
+    in_: list[str] | None = strawberry.field(name="in", default=None)
+
+
+@strawberry.input(description="Conditions on a number field (SubQuery's names); several "
+                              "are all required.")
+class IntFilter:
+    equal_to: int | None = None
+    in_: list[int] | None = strawberry.field(name="in", default=None)
+    greater_than: int | None = None
+    greater_than_or_equal_to: int | None = None
+    less_than: int | None = None
+    less_than_or_equal_to: int | None = None
+
+
+@strawberry.input
+class BooleanFilter:
+    equal_to: bool | None = None
+
+
+@strawberry.input(description="Transfers: by sender, recipient, either, block range.")
+class TransferFilter:
+    from_: StringFilter | None = strawberry.field(name="from", default=None)
+    to: StringFilter | None = None
+    account: StringFilter | None = strawberry.field(
+        default=None, description="Sender or recipient.")
+    block_number: IntFilter | None = None
+    and_: list[TransferFilter] | None = strawberry.field(name="and", default=None)
+    or_: list[TransferFilter] | None = strawberry.field(name="or", default=None)
+
+
+@strawberry.input(description="Extrinsics: call needs pallet; success needs signer, pallet, "
+                              "hash or a block range of at most 1000 blocks.")
+class ExtrinsicFilter:
+    signer: StringFilter | None = None
+    pallet: StringFilter | None = None
+    call: StringFilter | None = None
+    success: BooleanFilter | None = None
+    hash: StringFilter | None = None
+    block_number: IntFilter | None = None
+    and_: list[ExtrinsicFilter] | None = strawberry.field(name="and", default=None)
+    or_: list[ExtrinsicFilter] | None = strawberry.field(name="or", default=None)
+
+
+@strawberry.input(description="Events: name needs pallet or a block range of at most 1000 "
+                              "blocks; account is any account the event names.")
+class EventFilter:
+    pallet: StringFilter | None = None
+    name: StringFilter | None = None
+    account: StringFilter | None = None
+    block_number: IntFilter | None = None
+    and_: list[EventFilter] | None = strawberry.field(name="and", default=None)
+    or_: list[EventFilter] | None = strawberry.field(name="or", default=None)
 
 
 @strawberry.type
@@ -403,14 +475,18 @@ class Query:
                              description="The signer (ss58).")] = None,
                          success: bool | None = None, hash: str | None = None,
                          from_block: int | None = None, to_block: int | None = None,
-                         genesis_hash: str | None = None) -> Connection[Extrinsic]:
+                         genesis_hash: str | None = None,
+                         filter: ExtrinsicFilter | None = None,
+                         order_by: OrderBy | None = None) -> Connection[Extrinsic]:
         n = _first(info, first)
+        where = filters.compile_filter(filters.EXTRINSICS, filter)
+        desc = _desc(order, order_by)
 
         def read(c: SAConnection) -> Connection[Extrinsic]:
             net = queries.network(c, genesis_hash)
-            page = queries.extrinsics(c, net.id, n, after, order is Order.DESC, pallet=pallet,
+            page = queries.extrinsics(c, net.id, n, after, desc, pallet=pallet,
                                       call=call, account=account, success=success,
-                                      low=from_block, high=to_block, hash_=hash)
+                                      low=from_block, high=to_block, hash_=hash, where=where)
             return _connection(info, "extrinsic", page, _extrinsic)
         return await _ctx(info).read(read)
 
@@ -421,13 +497,17 @@ class Query:
                      account: Annotated[str | None, strawberry.argument(
                          description="An account (ss58) the event names.")] = None,
                      from_block: int | None = None, to_block: int | None = None,
-                     genesis_hash: str | None = None) -> Connection[Event]:
+                     genesis_hash: str | None = None,
+                     filter: EventFilter | None = None,
+                     order_by: OrderBy | None = None) -> Connection[Event]:
         n = _first(info, first)
+        where = filters.compile_filter(filters.EVENTS, filter)
+        desc = _desc(order, order_by)
 
         def read(c: SAConnection) -> Connection[Event]:
             net = queries.network(c, genesis_hash)
-            page = queries.events(c, net.id, n, after, order is Order.DESC, pallet=pallet,
-                                  name=name, account=account, low=from_block, high=to_block)
+            page = queries.events(c, net.id, n, after, desc, pallet=pallet, name=name,
+                                  account=account, low=from_block, high=to_block, where=where)
             return _connection(info, "event", page, _event)
         return await _ctx(info).read(read)
 
@@ -439,13 +519,17 @@ class Query:
                         from_: Annotated[str | None, strawberry.argument(name="from")] = None,
                         to: str | None = None, from_block: int | None = None,
                         to_block: int | None = None,
-                        genesis_hash: str | None = None) -> Connection[Transfer]:
+                        genesis_hash: str | None = None,
+                        filter: TransferFilter | None = None,
+                        order_by: OrderBy | None = None) -> Connection[Transfer]:
         n = _first(info, first)
+        where = filters.compile_filter(filters.TRANSFERS, filter)
+        desc = _desc(order, order_by)
 
         def read(c: SAConnection) -> Connection[Transfer]:
             net = queries.network(c, genesis_hash)
-            page = queries.transfers(c, net.id, n, after, order is Order.DESC, account=account,
-                                     sender=from_, recipient=to, low=from_block, high=to_block)
+            page = queries.transfers(c, net.id, n, after, desc, account=account, sender=from_,
+                                     recipient=to, low=from_block, high=to_block, where=where)
             return _connection(info, "transfer", page, lambda r: Transfer(
                 from_=r.sender, to=r.recipient, amount=r.amount, block_number=r.block_number,
                 event_index=r.event_idx, extrinsic_hash=r.extrinsic_hash))

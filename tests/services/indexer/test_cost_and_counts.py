@@ -7,21 +7,12 @@ says so, past ``count_cap``; ``_metadata`` carries SubQuery's names with the cha
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 
-from fastapi.testclient import TestClient
-from sqlalchemy import event
 from substrateinterface import Keypair, SubstrateInterface
 
 from ops_tools import __version__
-from ops_tools.services.common.db import Database
-from ops_tools.services.indexer.api import build_app
-from ops_tools.services.indexer.settings import IndexerSettings
-from tests.conftest import free_port
 from tests.services.indexer.chain_ops import TOKEN, fresh_account, submit
-from tests.services.indexer.harness import Indexer
+from tests.services.indexer.harness import Api, Indexer
 
 ALICE = Keypair.create_from_uri("//Alice", ss58_format=42)
 
@@ -32,41 +23,6 @@ ATTACK = ("{ events(first: 99) { edges { node { extrinsic { events(first: 99) { 
 NESTED = ("{{ events(first: {n}) {{ edges {{ node {{ blockNumber index extrinsicIndex "
           "extrinsic {{ blockNumber index hash events(first: {m}) {{ blockNumber index "
           "extrinsicIndex }} }} }} }} }} }}")
-
-
-class Api:
-    """The API in this process, on the index's database, counting the SQL queries (SELECTs)
-    its engine runs."""
-
-    def __init__(self, tmp: Path, rpc_url: str, database_url: str, **extra: object) -> None:
-        self.db = Database(database_url)
-        settings = IndexerSettings(listen_port=free_port(), state_dir=tmp / "api",
-                                   rpc_url=rpc_url, database_url=database_url, **extra)
-        self.client = TestClient(build_app(settings, self.db), client=("127.0.0.1", 50000))
-        self.statements: list[str] = []
-        event.listen(self.db.engine, "before_cursor_execute", self._seen)
-
-    def _seen(self, _conn: object, _cursor: object, statement: str, *_: object) -> None:
-        if statement.lstrip().upper().startswith(("SELECT", "WITH")):
-            self.statements.append(statement)
-
-    @contextmanager
-    def counting(self) -> Iterator[list[str]]:
-        self.statements.clear()
-        yield self.statements
-
-    def post(self, query: str, variables: dict | None = None) -> tuple[int, dict]:
-        resp = self.client.post("/graphql", json={"query": query, "variables": variables or {}})
-        return resp.status_code, resp.json()
-
-    def data(self, query: str, variables: dict | None = None) -> dict:
-        status, body = self.post(query, variables)
-        assert status == 200 and not body.get("errors"), (status, body)
-        return body["data"]
-
-    def close(self) -> None:
-        self.client.close()
-        self.db.engine.dispose()
 
 
 def test_nested_cost_sql_per_level_and_total_counts(chain, database_url, tmp_path):

@@ -86,6 +86,11 @@ def test_nested_reads_and_counts_are_weighted():
     assert query_cost(attack.selection_set, {}, limits) > limits.max_cost
     counted = parse("{ transfers(first: 1) { totalCount totalCountCapped } }").definitions[0]
     assert query_cost(counted.selection_set, {}, limits) == READ_COST + 2 * COUNT_COST
+    # A connection's counts and pageInfo are paid once, its edges once per item.
+    page = parse("{ transfers(first: 50) { totalCount pageInfo { hasNextPage } edges { cursor "
+                 "} } }").definitions[0]
+    assert query_cost(page.selection_set, {}, limits) == (
+        READ_COST + COUNT_COST + (1 + 1) + 50 * (1 + 1))
 
 
 def test_accounts_are_found_in_nested_event_fields():
