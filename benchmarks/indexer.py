@@ -12,8 +12,9 @@ Starts its own nodes on free loopback ports in a temporary directory (or --keep 
 4. the indexer's processor catches up from genesis into a fresh database (SQLite by default,
    --postgres for a throwaway PostgreSQL server started here, --database-url for another one):
    fetch, decode with the metadata, bulk insert; --runs times, each between two raw fetches;
-5. net-indexer serves that database; indexStatus and events(first: 50, after: cursor) are asked
-   for REQUESTS times each (p50 and p95).
+5. net-indexer serves that database; indexStatus, events(first: 50, after: cursor), a filtered
+   transfers page (recipient and block range) and totalCount (one account's transfers, every
+   event) are asked for REQUESTS times each (p50 and p95).
 
 --reset N instead: a node on 1 s slots (the local network's) with the processor and the API on
 it; N times the node is stopped and a node of another genesis (another chain spec) started on
@@ -41,6 +42,8 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.services.indexer.harness
+
+from substrateinterface import Keypair
 
 from ops_tools.devnode.harness import DevNode, plain_spec, raw_spec
 from ops_tools.services.common.db import Database
@@ -160,6 +163,32 @@ def latency(ix: Indexer, query: str, variables: dict) -> tuple[float, float]:
     return statistics.median(times), times[int(len(times) * 0.95) - 1]
 
 
+def filtered_figures(ix: Indexer) -> None:
+    """A filtered transfers page (recipient and block range) and counts: one account's
+    transfers (exact, under the cap) and every event (past the cap on a long chain)."""
+    dest = Keypair.create_from_uri("//bench0", ss58_format=42).ss58_address
+    height = ix.status()["height"]
+    page_q = ("query($a: String!, $lo: Int!) { transfers(first: 50, filter: {to: {equalTo: $a},"
+              " blockNumber: {greaterThanOrEqualTo: $lo}}) { edges { node { from to amount "
+              "blockNumber extrinsicHash } } } }")
+    variables = {"a": dest, "lo": height // 4}
+    got = len(ix.data(page_q, variables)["transfers"]["edges"])
+    p50, p95 = latency(ix, page_q, variables)
+    print(f"GraphQL transfers(first: 50, filter: to + blockNumber >= {height // 4}) "
+          f"({got} rows): p50 {p50:.1f} ms, p95 {p95:.1f} ms ({REQUESTS} requests)")
+    for what, query, args in (
+            ("transfers(filter: account).totalCount",
+             "query($a: String!) { transfers(filter: {account: {equalTo: $a}}) { totalCount "
+             "totalCountCapped } }", {"a": dest}),
+            ("events.totalCount (every event)",
+             "{ events { totalCount totalCountCapped } }", {})):
+        (conn,) = ix.data(query, args).values()
+        p50, p95 = latency(ix, query, args)
+        print(f"GraphQL {what} = {conn['totalCount']}"
+              f"{' (capped)' if conn['totalCountCapped'] else ''}: p50 {p50:.1f} ms, "
+              f"p95 {p95:.1f} ms ({REQUESTS} requests)")
+
+
 def load() -> str:
     return "load average " + " / ".join(f"{x:.1f}" for x in os.getloadavg())
 
@@ -219,6 +248,7 @@ def catch_up_figures(root: Path, tmp: Path, blocks: int, urls: list[str]) -> Non
             p50, p95 = latency(ix, events_q, {"a": cursor})
             print(f"GraphQL events(first: 50, after): p50 {p50:.1f} ms, p95 {p95:.1f} ms "
                   f"({REQUESTS} requests)")
+            filtered_figures(ix)
         finally:
             ix.stop()
     finally:

@@ -14,6 +14,7 @@ from typing import Any
 from fastapi import FastAPI, Response
 from sqlalchemy import Connection
 from strawberry.fastapi import GraphQLRouter
+from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 
 from ops_tools.chain.rpc import RpcClient, RpcError, http_url
 from ops_tools.services.common.app import ServiceInfo, create_app
@@ -21,9 +22,10 @@ from ops_tools.services.common.db import Database
 from ops_tools.services.common.migrations import migrate
 from ops_tools.services.common.readiness import CheckResult, ReadyCheck, database_check
 from ops_tools.services.indexer import queries
+from ops_tools.services.indexer.feed import CommitFeed
 from ops_tools.services.indexer.processor import Processor, ProcessorOptions
 from ops_tools.services.indexer.queries import QueryError
-from ops_tools.services.indexer.schema import Context, Health, build_schema
+from ops_tools.services.indexer.schema import Context, Health, Subscribers, build_schema
 from ops_tools.services.indexer.settings import IndexerSettings
 
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -129,7 +131,8 @@ class IndexerRouter(GraphQLRouter):
         return response
 
 
-def graphql_router(db: Database, settings: IndexerSettings) -> GraphQLRouter:
+def graphql_router(db: Database, settings: IndexerSettings,
+                   feed: CommitFeed | None = None) -> GraphQLRouter:
     def run(fn: Callable[[Connection], Any]) -> Any:
         with db.session() as s:
             return fn(s.connection())
@@ -140,10 +143,17 @@ def graphql_router(db: Database, settings: IndexerSettings) -> GraphQLRouter:
     limits = settings.limits()
     health = Health(stale_s=settings.step_stale_s(), max_lag=settings.ready_max_lag)
 
+    subscribers = Subscribers(per_connection=settings.max_subscriptions_per_connection,
+                              per_address=settings.max_subscriptions_per_address,
+                              max_backlog=settings.subscription_max_backlog)
+
     async def get_context() -> dict[str, Any]:
-        return {"indexer": Context(read=read, limits=limits, health=health)}
+        # Once per request, and once per WebSocket connection for its subscriptions.
+        return {"indexer": Context(read=read, limits=limits, health=health, feed=feed,
+                                   subscribers=subscribers)}
 
     return IndexerRouter(build_schema(limits), context_getter=get_context,
+                         subscription_protocols=(GRAPHQL_TRANSPORT_WS_PROTOCOL,),
                          graphql_ide="graphiql")
 
 
@@ -209,13 +219,23 @@ def build_processor_app(settings: IndexerSettings) -> FastAPI:
 def build_app(settings: IndexerSettings, db: Database | None = None) -> FastAPI:
     db = db or open_database(settings)
     head = ChainHead(settings.rpc_url)
+    feed = CommitFeed(db)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        feed.start()
+        try:
+            yield
+        finally:
+            await feed.stop()
+
     app = create_app(
         ServiceInfo("indexer", description="GraphQL index of the chain's events"),
         settings,
         ready_checks=[database_check(db),
                       *index_checks(db, head, settings.ready_max_lag)],
-        json_only=False,
+        json_only=False, lifespan=lifespan,
     )
-    app.include_router(graphql_router(db, settings), prefix="/graphql")
+    app.include_router(graphql_router(db, settings, feed), prefix="/graphql")
     app.state.db = db
     return app

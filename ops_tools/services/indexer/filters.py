@@ -48,11 +48,13 @@ class _Walk:
     path: list[str] = field(default_factory=list)
 
 
-def compile_filter(spec: dict[str, Field], value: Any) -> ColumnElement[bool]:
-    """The SQL condition of ``value`` (a filter input object, or None for no filter)."""
+def compile_filter(spec: dict[str, Field], value: Any, *,
+                   ranged: bool = False) -> ColumnElement[bool]:
+    """The SQL condition of ``value`` (a filter input object, or None for no filter);
+    ``ranged``: the caller bounds the block range itself (subscriptions read new blocks)."""
     if value is None:
         return true()
-    return _compile(spec, value, frozenset(), _Walk(), 1)
+    return _compile(spec, value, frozenset({BLOCK_RANGE} if ranged else ()), _Walk(), 1)
 
 
 def _present(value: Any, spec: dict[str, Field]) -> dict[str, Any]:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 import enum
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Annotated, Any, Generic, NewType, TypeVar
@@ -21,6 +22,7 @@ from strawberry.types import Info
 
 from ops_tools import __version__
 from ops_tools.services.indexer import filters, queries
+from ops_tools.services.indexer.feed import CommitFeed
 from ops_tools.services.indexer.limits import Limits, cost_rule
 from ops_tools.services.indexer.queries import Page, QueryError, encode_cursor
 
@@ -32,6 +34,20 @@ T = TypeVar("T")
 
 
 Read = Callable[[Callable[[SAConnection], Any]], Awaitable[Any]]
+#: The WebSocket close code of a subscriber too slow to keep up (an application code: 4000+).
+SLOW_CONSUMER_CLOSE = 4419
+KEEPALIVE_S = 30.0
+
+
+@dataclass
+class Subscribers:
+    """Open subscriptions, bounded per connection and per client address (shared by every
+    connection of this API process)."""
+
+    per_connection: int
+    per_address: int
+    max_backlog: int  # blocks a subscriber may fall behind before it is dropped
+    by_address: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -62,6 +78,9 @@ class Context:
     read: Read
     limits: Limits
     health: Health
+    feed: CommitFeed | None = None
+    subscribers: Subscribers | None = None
+    open_subscriptions: int = field(default=0, init=False)
     extrinsics: DataLoader[ExtrinsicKey, Any] = field(init=False)
     extrinsic_events: DataLoader[tuple[int, int, int, int], list[Any]] = field(init=False)
 
@@ -199,6 +218,116 @@ class PageInfo:
 class Edge(Generic[T]):
     node: T
     cursor: str
+
+
+@asynccontextmanager
+async def _subscription(info: Info) -> AsyncIterator[Subscribers]:
+    """Counts the subscription against its connection's and its address's limits."""
+    ctx = _ctx(info)
+    subs, ws = ctx.subscribers, info.context.get("request")
+    if subs is None or ctx.feed is None:
+        raise QueryError("subscriptions are served over WebSocket (graphql-transport-ws) only")
+    address = ws.client.host if ws is not None and ws.client else "unknown"
+    if ctx.open_subscriptions >= subs.per_connection:
+        raise QueryError(f"subscriptions: {ctx.open_subscriptions} open on this connection, at "
+                         f"most {subs.per_connection}; complete one or open another connection")
+    if subs.by_address.get(address, 0) >= subs.per_address:
+        raise QueryError(f"subscriptions: {subs.by_address[address]} open from {address}, at "
+                         f"most {subs.per_address}; complete some first")
+    ctx.open_subscriptions += 1
+    subs.by_address[address] = subs.by_address.get(address, 0) + 1
+    try:
+        yield subs
+    finally:
+        ctx.open_subscriptions -= 1
+        subs.by_address[address] -= 1
+        if not subs.by_address[address]:
+            del subs.by_address[address]
+
+
+async def _follow(info: Info, kind: str,
+                  read_new: Callable[[SAConnection, int, int, int, str | None], Page]
+                  ) -> AsyncIterator[tuple[Any, Any]]:
+    """(row, network) of every item of the blocks the processor commits from now on, in
+    order, woken by the commit (feed.py); a reset goes on with the new chain from its genesis.
+    A subscriber more than ``max_backlog`` blocks behind (it reads slower than blocks arrive)
+    is dropped: its connection is closed with ``SLOW_CONSUMER_CLOSE``."""
+    ctx = _ctx(info)
+    assert ctx.feed is not None
+    async with _subscription(info) as subs:
+        seen = ctx.feed.version
+        net = await ctx.read(lambda c: queries.network(c, None))
+        genesis, last = net.genesis_hash, net.height
+        while True:
+            seen = await ctx.feed.wait(seen, KEEPALIVE_S)
+            net = await ctx.read(lambda c: queries.network(c, None))
+            if net.genesis_hash != genesis:
+                genesis, last = net.genesis_hash, -1
+            if net.height <= last:
+                last = net.height  # a rollback: the new branch's items follow
+                continue
+            if net.height - last > subs.max_backlog:
+                ws = info.context.get("request")
+                if ws is not None:
+                    await ws.close(code=SLOW_CONSUMER_CLOSE,
+                                   reason=f"{net.height - last} blocks behind")
+                return
+            after: str | None = None
+            while True:
+                page = await ctx.read(lambda c, a=after, n=net, lo=last: read_new(
+                    c, n.id, lo + 1, n.height, a))
+                for row in page.rows:
+                    yield row, net
+                if not page.has_next:
+                    break
+                after = encode_cursor(kind, page.keys[-1])
+            last = net.height
+
+
+@strawberry.type
+class Subscription:
+    @strawberry.subscription(description="Every block, as the processor commits it.")
+    async def new_blocks(self, info: Info) -> AsyncGenerator[Block, None]:
+        n = _ctx(info).limits.max_page_size
+        async for row, net in _follow(info, "block", lambda c, net, lo, hi, a: queries.blocks(
+                c, net, n, a, False, lo, hi)):
+            yield _block(row, net)
+
+    @strawberry.subscription(description="New transfers (all, or those the filter matches).")
+    async def transfers(self, info: Info, filter: TransferFilter | None = None,
+                        ) -> AsyncGenerator[Transfer, None]:
+        where = filters.compile_filter(filters.TRANSFERS, filter, ranged=True)
+        n = _ctx(info).limits.max_page_size
+        async for row, _net in _follow(info, "transfer", lambda c, net, lo, hi, a:
+                                       queries.transfers(c, net, n, a, False, account=None,
+                                                         sender=None, recipient=None, low=lo,
+                                                         high=hi, where=where)):
+            yield _transfer(row)
+
+    @strawberry.subscription(description="New events (all, or those the filter matches).")
+    async def events(self, info: Info, filter: EventFilter | None = None,
+                     ) -> AsyncGenerator[Event, None]:
+        where = filters.compile_filter(filters.EVENTS, filter, ranged=True)
+        n = _ctx(info).limits.max_page_size
+        async for row, _net in _follow(info, "event", lambda c, net, lo, hi, a: queries.events(
+                c, net, n, a, False, pallet=None, name=None, account=None, low=lo, high=hi,
+                where=where)):
+            yield _event(row)
+
+    @strawberry.subscription(name="indexStatus",
+                             description="The active network's status after every commit.")
+    async def index_status(self, info: Info) -> AsyncGenerator[IndexStatus, None]:
+        ctx = _ctx(info)
+        async with _subscription(info):
+            assert ctx.feed is not None
+            seen, last = ctx.feed.version, None
+            while True:
+                net = await ctx.read(lambda c: queries.network(c, None))
+                status = _status(net)
+                if status != last:
+                    last = status
+                    yield status
+                seen = await ctx.feed.wait(seen, KEEPALIVE_S)
 
 
 class Counter:
@@ -382,6 +511,11 @@ class Transfer:
     extrinsic_hash: str | None
 
 
+def _transfer(r: Any) -> Transfer:
+    return Transfer(from_=r.sender, to=r.recipient, amount=r.amount, block_number=r.block_number,
+                    event_index=r.event_idx, extrinsic_hash=r.extrinsic_hash)
+
+
 @strawberry.type
 class Operator:
     account: str
@@ -530,9 +664,7 @@ class Query:
             net = queries.network(c, genesis_hash)
             page = queries.transfers(c, net.id, n, after, desc, account=account, sender=from_,
                                      recipient=to, low=from_block, high=to_block, where=where)
-            return _connection(info, "transfer", page, lambda r: Transfer(
-                from_=r.sender, to=r.recipient, amount=r.amount, block_number=r.block_number,
-                event_index=r.event_idx, extrinsic_hash=r.extrinsic_hash))
+            return _connection(info, "transfer", page, _transfer)
         return await _ctx(info).read(read)
 
     @strawberry.field(description="Registered operators as OperatorStake.Operators holds them "
@@ -590,7 +722,7 @@ def _masked(error: GraphQLError) -> bool:
 
 
 def build_schema(limits: Limits) -> strawberry.Schema:
-    return strawberry.Schema(query=Query, extensions=[
+    return strawberry.Schema(query=Query, subscription=Subscription, extensions=[
         QueryDepthLimiter(max_depth=limits.max_depth),
         AddValidationRules([cost_rule(limits)]),
         MaskErrors(should_mask_error=_masked,

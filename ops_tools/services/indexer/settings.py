@@ -24,6 +24,11 @@ class IndexerSettings(ServiceSettings):
     max_page_size: int = Field(default=100, ge=1, le=1000)
     default_page_size: int = Field(default=20, ge=1, le=1000)
     max_cost: int = Field(default=20_000, ge=10)
+    max_subscriptions_per_connection: int = Field(default=10, ge=1, le=1000)
+    max_subscriptions_per_address: int = Field(default=50, ge=1, le=100_000)
+    subscription_max_backlog: int = Field(
+        default=1000, ge=1, le=1_000_000,
+        description="blocks a subscriber may fall behind before it is dropped")
     count_cap: int = Field(default=10_000, ge=1, le=1_000_000,
                            description="rows totalCount walks at most")
 

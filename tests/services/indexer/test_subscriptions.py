@@ -1,0 +1,71 @@
+"""Subscriptions over WebSocket (graphql-transport-ws) against the API program and a running
+development chain, on SQLite and on PostgreSQL: a transfer to a fresh account made with
+substrate-interface arrives on a filtered ``transfers`` subscription, ``newBlocks`` delivers
+consecutive blocks, and a subscription over the per-connection limit is refused naming it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import websockets
+from substrateinterface import Keypair
+
+from tests.services.indexer.chain_ops import TOKEN, fresh_account, submit
+from tests.services.indexer.harness import Indexer
+
+ALICE = Keypair.create_from_uri("//Alice", ss58_format=42)
+TRANSFERS_S = """subscription($a: String!) { transfers(filter: {to: {equalTo: $a}}) {
+  from to amount blockNumber extrinsicHash } }"""
+
+
+async def _next(ws: websockets.ClientConnection, timeout: float = 60) -> dict:
+    return json.loads(await asyncio.wait_for(ws.recv(), timeout))
+
+
+def test_a_transfer_arrives_on_its_subscription_and_limits_hold(chain, database_url, tmp_path):
+    ix = Indexer(tmp_path / "indexer", chain.ws, database_url,
+                 max_subscriptions_per_connection=2)
+    ix.start()
+    try:
+        ix.wait_height(2)
+        dest = fresh_account().ss58_address
+
+        async def run() -> None:
+            url = ix.url.replace("http://", "ws://") + "/graphql"
+            async with websockets.connect(url, subprotocols=["graphql-transport-ws"]) as ws:
+                await ws.send(json.dumps({"type": "connection_init"}))
+                assert (await _next(ws))["type"] == "connection_ack"
+                await ws.send(json.dumps({"id": "t", "type": "subscribe", "payload": {
+                    "query": TRANSFERS_S, "variables": {"a": dest}}}))
+                await ws.send(json.dumps({"id": "b", "type": "subscribe", "payload": {
+                    "query": "subscription { newBlocks { number } }"}}))
+                await ws.send(json.dumps({"id": "x", "type": "subscribe", "payload": {
+                    "query": "subscription { newBlocks { number } }"}}))
+                sent = asyncio.create_task(asyncio.to_thread(
+                    submit, chain.ws, ALICE, "Balances", "transfer_keep_alive",
+                    {"dest": dest, "value": 3 * TOKEN}))
+                got: dict[str, list] = {"t": [], "b": [], "x": []}
+                deadline = time.monotonic() + 90
+                while not got["t"] or len(got["b"]) < 3 or len(got["x"]) < 2:
+                    assert time.monotonic() < deadline, got
+                    msg = await _next(ws)
+                    got[msg["id"]].append(msg)
+                number, xt_hash = await sent
+                # Refused as it starts: an error naming the limit, then complete.
+                refused, done = got["x"]
+                assert done == {"id": "x", "type": "complete"}, got["x"]
+                assert refused["payload"]["data"] is None
+                assert "2 open on this connection, at most 2" in \
+                    refused["payload"]["errors"][0]["message"]
+                (transfer,) = [m for m in got["t"] if m["type"] == "next"]
+                assert transfer["payload"]["data"]["transfers"] == {
+                    "from": ALICE.ss58_address, "to": dest, "amount": str(3 * TOKEN),
+                    "blockNumber": number, "extrinsicHash": xt_hash}
+                blocks = [m["payload"]["data"]["newBlocks"]["number"] for m in got["b"]]
+                assert blocks == list(range(blocks[0], blocks[0] + len(blocks))), blocks
+
+        asyncio.run(run())
+    finally:
+        ix.stop()
