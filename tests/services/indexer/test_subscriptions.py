@@ -1,7 +1,8 @@
 """Subscriptions over WebSocket (graphql-transport-ws) against the API program and a running
 development chain, on SQLite and on PostgreSQL: a transfer to a fresh account made with
 substrate-interface arrives on a filtered ``transfers`` subscription, ``newBlocks`` delivers
-consecutive blocks, and a subscription over the per-connection limit is refused naming it."""
+consecutive blocks, a subscription over the per-connection limit is refused naming it, and a
+subscriber left more blocks behind than allowed is closed with the slow-consumer code."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import asyncio
 import json
 import time
 
+import pytest
 import websockets
 from substrateinterface import Keypair
 
@@ -65,6 +67,37 @@ def test_a_transfer_arrives_on_its_subscription_and_limits_hold(chain, database_
                     "blockNumber": number, "extrinsicHash": xt_hash}
                 blocks = [m["payload"]["data"]["newBlocks"]["number"] for m in got["b"]]
                 assert blocks == list(range(blocks[0], blocks[0] + len(blocks))), blocks
+
+        asyncio.run(run())
+    finally:
+        ix.stop()
+
+
+def test_a_subscriber_left_behind_is_closed_with_the_slow_consumer_code(chain, tmp_path):
+    """The processor is held back while blocks arrive, then writes them in one commit: the
+    subscriber is more blocks behind than it may be, as one that reads slower than blocks
+    arrive, and its connection is closed with 4419."""
+    ix = Indexer(tmp_path / "indexer", chain.ws, f"sqlite:///{tmp_path / 'ix.db'}",
+                 subscription_max_backlog=3)
+    ix.start()
+    try:
+        height = ix.wait_height(2)["height"]
+        ix.stop("processor")
+
+        async def run() -> None:
+            url = ix.url.replace("http://", "ws://") + "/graphql"
+            async with websockets.connect(url, subprotocols=["graphql-transport-ws"]) as ws:
+                await ws.send(json.dumps({"type": "connection_init"}))
+                assert (await _next(ws))["type"] == "connection_ack"
+                await ws.send(json.dumps({"id": "b", "type": "subscribe", "payload": {
+                    "query": "subscription { newBlocks { number } }"}}))
+                await asyncio.to_thread(chain.wait_for, lambda: chain.best() > height + 8,
+                                        60, "blocks while the processor is stopped")
+                ix.start_processor()
+                with pytest.raises(websockets.ConnectionClosed) as closed:
+                    while True:
+                        await _next(ws)
+                assert closed.value.rcvd is not None and closed.value.rcvd.code == 4419
 
         asyncio.run(run())
     finally:
