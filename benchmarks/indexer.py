@@ -22,8 +22,11 @@ the same port, as a reset does; the API's /ready is polled every 50 ms. Figures 
 new node answering after the old one stopped (the network's part), and the API's /ready on the
 new genesis after the new node answers (the indexer's part).
 
+--subscription N instead: a node on 1 s slots with the processor and the API; the delay from the
+node's new-heads notification of a block to the API's newBlocks message for it, over N blocks.
+
 Usage: .venv/bin/python benchmarks/indexer.py [--blocks 10000] [--keep DIR] [--runs 3]
-           [--postgres | --database-url URL] [--reset N]
+           [--postgres | --database-url URL] [--reset N | --subscription N]
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.services.indexer.harness
 
+import websockets
 from substrateinterface import Keypair
 
 from ops_tools.devnode.harness import DevNode, plain_spec, raw_spec
@@ -306,6 +310,63 @@ def reset_figures(tmp: Path, resets: int, url: str | None) -> None:
         node.stop()
 
 
+def subscription_figures(tmp: Path, blocks: int, url: str | None) -> None:
+    """The delay from the node announcing a new block (its new-heads subscription: the block is
+    imported) to the indexer's ``newBlocks`` message for it, both seen by this process over
+    WebSocket, on a chain of 1 s slots (the local network's)."""
+    spec = raw_spec(plain_spec(tmp / "sub.json", chain_id="bench_sub", slot_ms=1000))
+    node = DevNode(tmp / "sub", str(spec), name="sub").start()
+    ix = Indexer(tmp / "sub-indexer", node.ws, url or f"sqlite:///{tmp / 'sub-indexer.db'}")
+    try:
+        ix.start()
+        ix.wait_height(2)
+        imported: dict[int, float] = {}
+        delays: list[float] = []
+
+        async def heads() -> None:
+            async with websockets.connect(node.ws) as ws:
+                await ws.send(json.dumps({"id": 1, "jsonrpc": "2.0",
+                                          "method": "chain_subscribeNewHeads", "params": []}))
+                while True:
+                    msg = json.loads(await ws.recv())
+                    if msg.get("method") == "chain_newHead":
+                        number = int(msg["params"]["result"]["number"], 16)
+                        imported.setdefault(number, time.monotonic())
+
+        async def messages() -> None:
+            url_ws = ix.url.replace("http://", "ws://") + "/graphql"
+            async with websockets.connect(url_ws, subprotocols=["graphql-transport-ws"]) as ws:
+                await ws.send(json.dumps({"type": "connection_init"}))
+                await ws.recv()
+                await ws.send(json.dumps({"id": "b", "type": "subscribe", "payload": {
+                    "query": "subscription { newBlocks { number } }"}}))
+                while len(delays) < blocks:
+                    msg = json.loads(await ws.recv())
+                    number = msg["payload"]["data"]["newBlocks"]["number"]
+                    if number in imported:
+                        delays.append((time.monotonic() - imported[number]) * 1000)
+
+        async def run() -> None:
+            watcher = asyncio.create_task(heads())
+            try:
+                await asyncio.wait_for(messages(), blocks * 5 + 60)
+            finally:
+                watcher.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watcher
+
+        asyncio.run(run())
+        delays.sort()
+        kind = "postgresql" if url else "sqlite"
+        print(f"subscription newBlocks ({kind}): delay from the node's new head to the message "
+              f"over {len(delays)} blocks: p50 {statistics.median(delays):.0f} ms, p95 "
+              f"{delays[int(len(delays) * 0.95) - 1]:.0f} ms, max {delays[-1]:.0f} ms "
+              f"(target p95 <= 1500 ms; {load()})")
+    finally:
+        ix.stop()
+        node.stop()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--blocks", type=int, default=10_000)
@@ -316,6 +377,8 @@ def main() -> None:
                     help="a throwaway PostgreSQL server (Debian's binaries, loopback, free port)")
     ap.add_argument("--reset", type=int, default=0, metavar="N",
                     help="measure N resets instead of the catch-up")
+    ap.add_argument("--subscription", type=int, default=0, metavar="N",
+                    help="measure the newBlocks subscription's delay over N blocks instead")
     ap.add_argument("--runs", type=int, default=3,
                     help="catch-ups, each into an empty database (1 with --database-url)")
     args = ap.parse_args()
@@ -334,7 +397,10 @@ def main() -> None:
                 server = stack.enter_context(running_postgres(tmp / "pg", free_port()))
                 urls = [server.create_database(f"bench_indexer_{i}")
                         for i in range(max(args.runs, 1))]
-            if args.reset:
+            if args.subscription:
+                subscription_figures(tmp, args.subscription,
+                                     None if urls[0].startswith("sqlite") else urls[0])
+            elif args.reset:
                 reset_figures(tmp, args.reset, None if urls[0].startswith("sqlite") else urls[0])
             else:
                 catch_up_figures(root, tmp, args.blocks, urls)
