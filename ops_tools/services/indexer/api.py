@@ -145,7 +145,8 @@ def graphql_router(db: Database, settings: IndexerSettings,
 
     subscribers = Subscribers(per_connection=settings.max_subscriptions_per_connection,
                               per_address=settings.max_subscriptions_per_address,
-                              max_backlog=settings.subscription_max_backlog)
+                              max_backlog=settings.subscription_max_backlog,
+                              trusted_proxies=settings.trusted_proxies)
 
     async def get_context() -> dict[str, Any]:
         # Once per request, and once per WebSocket connection for its subscriptions.

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -21,6 +21,7 @@ from strawberry.scalars import JSON
 from strawberry.types import Info
 
 from ops_tools import __version__
+from ops_tools.services.common.clientip import Network, client_ip
 from ops_tools.services.indexer import filters, queries
 from ops_tools.services.indexer.feed import CommitFeed
 from ops_tools.services.indexer.limits import Limits, cost_rule
@@ -47,6 +48,7 @@ class Subscribers:
     per_connection: int
     per_address: int
     max_backlog: int  # blocks a subscriber may fall behind before it is dropped
+    trusted_proxies: Sequence[Network] = ()
     by_address: dict[str, int] = field(default_factory=dict)
 
 
@@ -227,7 +229,11 @@ async def _subscription(info: Info) -> AsyncIterator[Subscribers]:
     subs, ws = ctx.subscribers, info.context.get("request")
     if subs is None or ctx.feed is None:
         raise QueryError("subscriptions are served over WebSocket (graphql-transport-ws) only")
-    address = ws.client.host if ws is not None and ws.client else "unknown"
+    address = "unknown"
+    if ws is not None and ws.client:
+        # Behind nginx every peer is the proxy: the client is in X-Forwarded-For.
+        address = client_ip(ws.client.host, ws.headers.getlist("x-forwarded-for"),
+                            subs.trusted_proxies)
     if ctx.open_subscriptions >= subs.per_connection:
         raise QueryError(f"subscriptions: {ctx.open_subscriptions} open on this connection, at "
                          f"most {subs.per_connection}; complete one or open another connection")
