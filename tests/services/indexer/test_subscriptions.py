@@ -1,8 +1,9 @@
 """Subscriptions over WebSocket (graphql-transport-ws) against the API program and a running
 development chain, on SQLite and on PostgreSQL: a transfer to a fresh account made with
 substrate-interface arrives on a filtered ``transfers`` subscription, ``newBlocks`` delivers
-consecutive blocks, a subscription over the per-connection limit is refused naming it, and a
-subscriber left more blocks behind than allowed is closed with the slow-consumer code."""
+consecutive blocks, a subscription over the per-connection or per-address limit is refused
+naming it, and a subscriber left more blocks behind than allowed is closed with the
+slow-consumer code."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ async def _next(ws: websockets.ClientConnection, timeout: float = 60) -> dict:
 
 def test_a_transfer_arrives_on_its_subscription_and_limits_hold(chain, database_url, tmp_path):
     ix = Indexer(tmp_path / "indexer", chain.ws, database_url,
-                 max_subscriptions_per_connection=2)
+                 max_subscriptions_per_connection=2, max_subscriptions_per_address=3)
     ix.start()
     try:
         ix.wait_height(2)
@@ -67,6 +68,23 @@ def test_a_transfer_arrives_on_its_subscription_and_limits_hold(chain, database_
                     "blockNumber": number, "extrinsicHash": xt_hash}
                 blocks = [m["payload"]["data"]["newBlocks"]["number"] for m in got["b"]]
                 assert blocks == list(range(blocks[0], blocks[0] + len(blocks))), blocks
+
+                # Another connection from the same address: one more is allowed (3 in all).
+                async with websockets.connect(url, subprotocols=["graphql-transport-ws"]) as two:
+                    await two.send(json.dumps({"type": "connection_init"}))
+                    assert (await _next(two))["type"] == "connection_ack"
+                    for op in ("y1", "y2"):
+                        await two.send(json.dumps({"id": op, "type": "subscribe", "payload": {
+                            "query": "subscription { newBlocks { number } }"}}))
+                    seen: dict[str, list] = {"y1": [], "y2": []}
+                    while not seen["y1"] or len(seen["y2"]) < 2:
+                        assert time.monotonic() < deadline + 60, seen
+                        msg = await _next(two)
+                        seen[msg["id"]].append(msg)
+                    assert seen["y1"][0]["type"] == "next" and seen["y1"][0]["payload"].get(
+                        "data"), seen["y1"]
+                    assert "3 open from 127.0.0.1, at most 3" in \
+                        seen["y2"][0]["payload"]["errors"][0]["message"], seen["y2"]
 
         asyncio.run(run())
     finally:
