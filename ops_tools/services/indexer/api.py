@@ -153,9 +153,10 @@ def graphql_router(db: Database, settings: IndexerSettings,
         return {"indexer": Context(read=read, limits=limits, health=health, feed=feed,
                                    subscribers=subscribers)}
 
-    return IndexerRouter(build_schema(limits), context_getter=get_context,
+    return IndexerRouter(build_schema(limits, introspection=settings.introspection),
+                         context_getter=get_context,
                          subscription_protocols=(GRAPHQL_TRANSPORT_WS_PROTOCOL,),
-                         graphql_ide="graphiql")
+                         graphql_ide="graphiql" if settings.graphql_ide else None)
 
 
 def processor_check(processor: Processor, settings: IndexerSettings) -> ReadyCheck:

@@ -16,7 +16,12 @@ import strawberry
 from graphql import GraphQLError
 from sqlalchemy import Connection as SAConnection
 from strawberry.dataloader import DataLoader
-from strawberry.extensions import AddValidationRules, MaskErrors, QueryDepthLimiter
+from strawberry.extensions import (
+    AddValidationRules,
+    DisableIntrospection,
+    MaskErrors,
+    QueryDepthLimiter,
+)
 from strawberry.scalars import JSON
 from strawberry.types import Info
 
@@ -727,8 +732,9 @@ def _masked(error: GraphQLError) -> bool:
     return original is not None and not isinstance(original, QueryError | GraphQLError)
 
 
-def build_schema(limits: Limits) -> strawberry.Schema:
+def build_schema(limits: Limits, *, introspection: bool = True) -> strawberry.Schema:
     return strawberry.Schema(query=Query, subscription=Subscription, extensions=[
+        *([] if introspection else [DisableIntrospection]),
         QueryDepthLimiter(max_depth=limits.max_depth),
         AddValidationRules([cost_rule(limits)]),
         MaskErrors(should_mask_error=_masked,

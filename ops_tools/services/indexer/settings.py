@@ -29,6 +29,8 @@ class IndexerSettings(ServiceSettings):
     subscription_max_backlog: int = Field(
         default=1000, ge=1, le=1_000_000,
         description="blocks a subscriber may fall behind before it is dropped")
+    graphql_ide: bool = Field(default=True, description="GraphiQL on GET /graphql")
+    introspection: bool = Field(default=True, description="__schema and __type queries")
     count_cap: int = Field(default=10_000, ge=1, le=1_000_000,
                            description="rows totalCount walks at most")
 

@@ -135,3 +135,23 @@ def test_metadata_has_subquerys_names_beside_index_status(chain, database_url, t
     finally:
         api.close()
         ix.stop()
+
+
+def test_introspection_and_the_ide_are_settings(tmp_path):
+    """On by default (the local network); off, an introspection query is refused and GET
+    /graphql serves no IDE. No chain needed: neither reads the index."""
+    url = f"sqlite:///{tmp_path / 'ix.db'}"
+    on = Api(tmp_path / "on", "ws://127.0.0.1:9", url)
+    off = Api(tmp_path / "off", "ws://127.0.0.1:9", url, introspection=False, graphql_ide=False)
+    try:
+        query = "{ __schema { queryType { name } } }"
+        assert on.data(query) == {"__schema": {"queryType": {"name": "Query"}}}
+        status, body = off.post(query)
+        assert status == 400 and "introspection" in body["errors"][0]["message"].lower(), body
+        page = on.client.get("/graphql", headers={"Accept": "text/html"})
+        assert page.status_code == 200 and "graphiql" in page.text.lower()
+        page = off.client.get("/graphql", headers={"Accept": "text/html"})
+        assert "graphiql" not in page.text.lower(), page.text[:200]
+    finally:
+        on.close()
+        off.close()
