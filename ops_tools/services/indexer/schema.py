@@ -92,8 +92,10 @@ class Context:
     extrinsic_events: DataLoader[tuple[int, int, int, int], list[Any]] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.extrinsics = DataLoader(load_fn=self._load_extrinsics)
-        self.extrinsic_events = DataLoader(load_fn=self._load_extrinsic_events)
+        # No cache: a WebSocket connection keeps its context for as long as it lives, and the
+        # batching (one query per level and tick) is what bounds the SQL.
+        self.extrinsics = DataLoader(load_fn=self._load_extrinsics, cache=False)
+        self.extrinsic_events = DataLoader(load_fn=self._load_extrinsic_events, cache=False)
 
     async def _load_extrinsics(self, keys: list[ExtrinsicKey]) -> list[Any]:
         found: dict[ExtrinsicKey, Any] = {}
