@@ -74,13 +74,15 @@ class Health:
             updated = updated.replace(tzinfo=UTC)
         age = (datetime.now(UTC) - updated).total_seconds()
         return age <= self.stale_s and net.chain_height - net.height <= self.max_lag
+
+
 ExtrinsicKey = tuple[int, int, int]  # network id, block number, index
 
 
 @dataclass
 class Context:
-    """One per request: the loaders batch the per-item reads of nested fields, so that a nested
-    page costs one SQL query per level, not one per item."""
+    """One per request, and one per WebSocket connection: the loaders batch the per-item reads
+    of nested fields, so that a nested page costs one SQL query per level, not one per item."""
 
     read: Read
     limits: Limits
