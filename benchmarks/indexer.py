@@ -12,8 +12,9 @@ Starts its own nodes on free loopback ports in a temporary directory (or --keep 
 4. the indexer's processor catches up from genesis into a fresh database (SQLite by default,
    --postgres for a throwaway PostgreSQL server started here, --database-url for another one):
    fetch, decode with the metadata, bulk insert; --runs times, each between two raw fetches;
-5. net-indexer serves that database; indexStatus and events(first: 50, after: cursor) are asked
-   for REQUESTS times each (p50 and p95).
+5. net-indexer serves that database; indexStatus, events(first: 50, after: cursor), a filtered
+   transfers page (recipient and block range) and totalCount (one account's transfers, every
+   event) are asked for REQUESTS times each (p50 and p95).
 
 --reset N instead: a node on 1 s slots (the local network's) with the processor and the API on
 it; N times the node is stopped and a node of another genesis (another chain spec) started on
@@ -21,8 +22,13 @@ the same port, as a reset does; the API's /ready is polled every 50 ms. Figures 
 new node answering after the old one stopped (the network's part), and the API's /ready on the
 new genesis after the new node answers (the indexer's part).
 
+--subscription N instead: a node on 1 s slots with the processor and the API; the delay from the
+node's new-heads notification of a block to the API's newBlocks message for it, over N blocks,
+and to the transfers(filter) message of a transfer in it, over N/4 transfers to a fresh account
+made with substrate-interface.
+
 Usage: .venv/bin/python benchmarks/indexer.py [--blocks 10000] [--keep DIR] [--runs 3]
-           [--postgres | --database-url URL] [--reset N]
+           [--postgres | --database-url URL] [--reset N | --subscription N]
 """
 
 from __future__ import annotations
@@ -41,6 +47,9 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.services.indexer.harness
+
+import websockets
+from substrateinterface import Keypair
 
 from ops_tools.devnode.harness import DevNode, plain_spec, raw_spec
 from ops_tools.services.common.db import Database
@@ -160,6 +169,32 @@ def latency(ix: Indexer, query: str, variables: dict) -> tuple[float, float]:
     return statistics.median(times), times[int(len(times) * 0.95) - 1]
 
 
+def filtered_figures(ix: Indexer) -> None:
+    """A filtered transfers page (recipient and block range) and counts: one account's
+    transfers (exact, under the cap) and every event (past the cap on a long chain)."""
+    dest = Keypair.create_from_uri("//bench0", ss58_format=42).ss58_address
+    height = ix.status()["height"]
+    page_q = ("query($a: String!, $lo: Int!) { transfers(first: 50, filter: {to: {equalTo: $a},"
+              " blockNumber: {greaterThanOrEqualTo: $lo}}) { edges { node { from to amount "
+              "blockNumber extrinsicHash } } } }")
+    variables = {"a": dest, "lo": height // 4}
+    got = len(ix.data(page_q, variables)["transfers"]["edges"])
+    p50, p95 = latency(ix, page_q, variables)
+    print(f"GraphQL transfers(first: 50, filter: to + blockNumber >= {height // 4}) "
+          f"({got} rows): p50 {p50:.1f} ms, p95 {p95:.1f} ms ({REQUESTS} requests)")
+    for what, query, args in (
+            ("transfers(filter: account).totalCount",
+             "query($a: String!) { transfers(filter: {account: {equalTo: $a}}) { totalCount "
+             "totalCountCapped } }", {"a": dest}),
+            ("events.totalCount (every event)",
+             "{ events { totalCount totalCountCapped } }", {})):
+        (conn,) = ix.data(query, args).values()
+        p50, p95 = latency(ix, query, args)
+        print(f"GraphQL {what} = {conn['totalCount']}"
+              f"{' (capped)' if conn['totalCountCapped'] else ''}: p50 {p50:.1f} ms, "
+              f"p95 {p95:.1f} ms ({REQUESTS} requests)")
+
+
 def load() -> str:
     return "load average " + " / ".join(f"{x:.1f}" for x in os.getloadavg())
 
@@ -219,6 +254,7 @@ def catch_up_figures(root: Path, tmp: Path, blocks: int, urls: list[str]) -> Non
             p50, p95 = latency(ix, events_q, {"a": cursor})
             print(f"GraphQL events(first: 50, after): p50 {p50:.1f} ms, p95 {p95:.1f} ms "
                   f"({REQUESTS} requests)")
+            filtered_figures(ix)
         finally:
             ix.stop()
     finally:
@@ -276,6 +312,96 @@ def reset_figures(tmp: Path, resets: int, url: str | None) -> None:
         node.stop()
 
 
+def subscription_figures(tmp: Path, blocks: int, url: str | None) -> None:
+    """The delay from the node announcing a new block (its new-heads subscription: the block is
+    imported) to the indexer's ``newBlocks`` message for it, and to the ``transfers`` message
+    of a transfer in it (to a fresh account, made with substrate-interface), all seen by this
+    process over WebSocket, on a chain of 1 s slots (the local network's)."""
+    spec = raw_spec(plain_spec(tmp / "sub.json", chain_id="bench_sub", slot_ms=1000))
+    node = DevNode(tmp / "sub", str(spec), name="sub").start()
+    ix = Indexer(tmp / "sub-indexer", node.ws, url or f"sqlite:///{tmp / 'sub-indexer.db'}")
+    try:
+        ix.start()
+        ix.wait_height(2)
+        imported: dict[int, float] = {}
+        delays: list[float] = []
+
+        async def heads() -> None:
+            async with websockets.connect(node.ws) as ws:
+                await ws.send(json.dumps({"id": 1, "jsonrpc": "2.0",
+                                          "method": "chain_subscribeNewHeads", "params": []}))
+                while True:
+                    msg = json.loads(await ws.recv())
+                    if msg.get("method") == "chain_newHead":
+                        number = int(msg["params"]["result"]["number"], 16)
+                        imported.setdefault(number, time.monotonic())
+
+        dest = Keypair.create_from_mnemonic(Keypair.generate_mnemonic(), ss58_format=42)
+        transfer_delays: list[float] = []
+        transfers = max(blocks // 4, 5)
+
+        async def messages() -> None:
+            url_ws = ix.url.replace("http://", "ws://") + "/graphql"
+            async with websockets.connect(url_ws, subprotocols=["graphql-transport-ws"]) as ws:
+                await ws.send(json.dumps({"type": "connection_init"}))
+                await ws.recv()
+                await ws.send(json.dumps({"id": "b", "type": "subscribe", "payload": {
+                    "query": "subscription { newBlocks { number } }"}}))
+                await ws.send(json.dumps({"id": "t", "type": "subscribe", "payload": {
+                    "query": "subscription($a: String!) { transfers(filter: {to: {equalTo: "
+                             "$a}}) { blockNumber } }", "variables": {"a": dest.ss58_address}}}))
+                sender = asyncio.create_task(asyncio.to_thread(send_transfers))
+                while len(delays) < blocks or len(transfer_delays) < transfers:
+                    msg = json.loads(await ws.recv())
+                    data = msg["payload"]["data"]
+                    if msg["id"] == "b":
+                        number = data["newBlocks"]["number"]
+                        target = delays
+                    else:
+                        number = data["transfers"]["blockNumber"]
+                        target = transfer_delays
+                    if number in imported:
+                        target.append((time.monotonic() - imported[number]) * 1000)
+                await sender
+
+        def send_transfers() -> None:
+            """Made with substrate-interface, each waited for until included, as a user would."""
+            from substrateinterface import SubstrateInterface
+
+            alice = Keypair.create_from_uri("//Alice", ss58_format=42)
+            substrate = SubstrateInterface(url=node.ws, ss58_format=42)
+            try:
+                for _ in range(transfers):
+                    call = substrate.compose_call("Balances", "transfer_keep_alive", {
+                        "dest": dest.ss58_address, "value": 10**12})
+                    xt = substrate.create_signed_extrinsic(call=call, keypair=alice)
+                    assert substrate.submit_extrinsic(xt, wait_for_inclusion=True).is_success
+            finally:
+                substrate.close()
+
+        async def run() -> None:
+            watcher = asyncio.create_task(heads())
+            try:
+                await asyncio.wait_for(messages(), blocks * 5 + 60)
+            finally:
+                watcher.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watcher
+
+        asyncio.run(run())
+        kind = "postgresql" if url else "sqlite"
+        for what, seen in (("newBlocks", delays), ("transfers(filter: to a fresh account)",
+                                                   transfer_delays)):
+            seen.sort()
+            print(f"subscription {what} ({kind}): delay from the node's new head to the "
+                  f"message over {len(seen)} messages: p50 {statistics.median(seen):.0f} ms, "
+                  f"p95 {seen[max(int(len(seen) * 0.95) - 1, 0)]:.0f} ms, max {seen[-1]:.0f} "
+                  f"ms (target p95 <= 1500 ms; {load()})")
+    finally:
+        ix.stop()
+        node.stop()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--blocks", type=int, default=10_000)
@@ -286,6 +412,8 @@ def main() -> None:
                     help="a throwaway PostgreSQL server (Debian's binaries, loopback, free port)")
     ap.add_argument("--reset", type=int, default=0, metavar="N",
                     help="measure N resets instead of the catch-up")
+    ap.add_argument("--subscription", type=int, default=0, metavar="N",
+                    help="measure the newBlocks subscription's delay over N blocks instead")
     ap.add_argument("--runs", type=int, default=3,
                     help="catch-ups, each into an empty database (1 with --database-url)")
     args = ap.parse_args()
@@ -304,7 +432,10 @@ def main() -> None:
                 server = stack.enter_context(running_postgres(tmp / "pg", free_port()))
                 urls = [server.create_database(f"bench_indexer_{i}")
                         for i in range(max(args.runs, 1))]
-            if args.reset:
+            if args.subscription:
+                subscription_figures(tmp, args.subscription,
+                                     None if urls[0].startswith("sqlite") else urls[0])
+            elif args.reset:
                 reset_figures(tmp, args.reset, None if urls[0].startswith("sqlite") else urls[0])
             else:
                 catch_up_figures(root, tmp, args.blocks, urls)

@@ -11,9 +11,10 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Response
 from sqlalchemy import Connection
 from strawberry.fastapi import GraphQLRouter
+from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 
 from ops_tools.chain.rpc import RpcClient, RpcError, http_url
 from ops_tools.services.common.app import ServiceInfo, create_app
@@ -21,9 +22,10 @@ from ops_tools.services.common.db import Database
 from ops_tools.services.common.migrations import migrate
 from ops_tools.services.common.readiness import CheckResult, ReadyCheck, database_check
 from ops_tools.services.indexer import queries
+from ops_tools.services.indexer.feed import CommitFeed
 from ops_tools.services.indexer.processor import Processor, ProcessorOptions
 from ops_tools.services.indexer.queries import QueryError
-from ops_tools.services.indexer.schema import Context, build_schema
+from ops_tools.services.indexer.schema import Context, Health, Subscribers, build_schema
 from ops_tools.services.indexer.settings import IndexerSettings
 
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -117,7 +119,20 @@ def index_checks(db: Database, head: ChainHead, max_lag: int) -> list[ReadyCheck
     return [ReadyCheck("chain", chain), ReadyCheck("index", index)]
 
 
-def graphql_router(db: Database, settings: IndexerSettings) -> GraphQLRouter:
+class IndexerRouter(GraphQLRouter):
+    """A query refused before it ran (syntax, unknown field, depth, cost: errors without a
+    path) is answered 400, as GraphQL over HTTP has it; errors while resolving keep 200."""
+
+    def create_response(self, response_data: Any, sub_response: Response) -> Response:
+        response = super().create_response(response_data, sub_response)
+        errors = response_data.get("errors") if isinstance(response_data, dict) else None
+        if errors and all(not e.get("path") for e in errors):
+            response.status_code = 400
+        return response
+
+
+def graphql_router(db: Database, settings: IndexerSettings,
+                   feed: CommitFeed | None = None) -> GraphQLRouter:
     def run(fn: Callable[[Connection], Any]) -> Any:
         with db.session() as s:
             return fn(s.connection())
@@ -125,20 +140,30 @@ def graphql_router(db: Database, settings: IndexerSettings) -> GraphQLRouter:
     async def read(fn: Callable[[Connection], Any]) -> Any:
         return await asyncio.to_thread(run, fn)
 
-    context = Context(read=read, limits=settings.limits())
+    limits = settings.limits()
+    health = Health(stale_s=settings.step_stale_s(), max_lag=settings.ready_max_lag)
+
+    subscribers = Subscribers(per_connection=settings.max_subscriptions_per_connection,
+                              per_address=settings.max_subscriptions_per_address,
+                              max_backlog=settings.subscription_max_backlog,
+                              trusted_proxies=settings.trusted_proxies)
 
     async def get_context() -> dict[str, Any]:
-        return {"indexer": context}
+        # Once per request, and once per WebSocket connection for its subscriptions.
+        return {"indexer": Context(read=read, limits=limits, health=health, feed=feed,
+                                   subscribers=subscribers)}
 
-    return GraphQLRouter(build_schema(settings.limits()), context_getter=get_context,
-                         graphql_ide="graphiql")
+    return IndexerRouter(build_schema(limits, introspection=settings.introspection),
+                         context_getter=get_context,
+                         subscription_protocols=(GRAPHQL_TRANSPORT_WS_PROTOCOL,),
+                         graphql_ide="graphiql" if settings.graphql_ide else None)
 
 
 def processor_check(processor: Processor, settings: IndexerSettings) -> ReadyCheck:
     """The processor is ready when it is connected to the node, its last step completed
     recently and left it within ``ready_max_lag`` blocks of the node's best block; the detail
     carries its figures (``ops-tools status`` shows them)."""
-    stale_s = max(3 * settings.poll_interval_s, 30.0)
+    stale_s = settings.step_stale_s()
 
     def probe() -> CheckResult:
         step, lost = processor.last_step, processor.link_lost
@@ -196,13 +221,23 @@ def build_processor_app(settings: IndexerSettings) -> FastAPI:
 def build_app(settings: IndexerSettings, db: Database | None = None) -> FastAPI:
     db = db or open_database(settings)
     head = ChainHead(settings.rpc_url)
+    feed = CommitFeed(db)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        feed.start()
+        try:
+            yield
+        finally:
+            await feed.stop()
+
     app = create_app(
         ServiceInfo("indexer", description="GraphQL index of the chain's events"),
         settings,
         ready_checks=[database_check(db),
                       *index_checks(db, head, settings.ready_max_lag)],
-        json_only=False,
+        json_only=False, lifespan=lifespan,
     )
-    app.include_router(graphql_router(db, settings), prefix="/graphql")
+    app.include_router(graphql_router(db, settings, feed), prefix="/graphql")
     app.state.db = db
     return app

@@ -2,6 +2,12 @@
 
 A query over a limit is refused before any resolver runs, with an ``errors`` entry that says
 which limit and by how much.
+
+The cost approximates the work: every field costs 1; a field that reads the database costs
+``READ_COST`` (it loads rows, one SQL query per nesting level thanks to the batching of
+``schema``); a count costs ``COUNT_COST`` (it may walk up to ``count_cap`` index entries); a
+list's items are paid once per item of its page size (a connection's ``pageInfo`` and counts
+once), so nested lists multiply.
 """
 
 from __future__ import annotations
@@ -28,38 +34,52 @@ class Limits:
     max_page_size: int = 100
     default_page_size: int = 20
     max_cost: int = 20_000
+    count_cap: int = 10_000
 
 
 #: Fields that return pages: their cost is multiplied by the page size asked for.
 PAGED_FIELDS = frozenset({"blocks", "extrinsics", "events", "transfers", "operators",
                           "heartbeats", "accounts"})
+#: Fields whose resolver reads rows from the database (besides the pages).
+READ_FIELDS = PAGED_FIELDS | {"block", "extrinsic", "indexStatus", "networks", "_metadata"}
+READ_COST = 10
+COUNT_FIELDS = frozenset({"totalCount", "totalCountCapped"})
+COUNT_COST = 500
+#: A connection's fields that are not per item.
+CONNECTION_FIELDS = COUNT_FIELDS | {"pageInfo"}
 
 
 def query_cost(selection_set: SelectionSetNode | None, fragments: dict[str, Any],
-               limits: Limits, seen: frozenset[str] = frozenset()) -> int:
-    """Each field costs 1, plus its children's cost, times the page size for paged fields
-    (a variable page size counts as the largest allowed)."""
+               limits: Limits, seen: frozenset[str] = frozenset(), page: int = 1) -> int:
+    """Each field costs 1 (``READ_COST`` if it reads rows, ``COUNT_COST`` if it counts) plus
+    its children's cost. Inside a paged field (``page`` > 1, the page size asked for; a variable
+    counts as the largest allowed) every field is paid once per item, except the connection's
+    own fields (``pageInfo``, the counts), which are paid once."""
     if selection_set is None:
         return 0
     total = 0
     for sel in selection_set.selections:
         if isinstance(sel, FieldNode):
-            children = query_cost(sel.selection_set, fragments, limits, seen)
+            name = sel.name.value
             factor = 1
-            if sel.name.value in PAGED_FIELDS:
+            if name in PAGED_FIELDS:
                 factor = limits.default_page_size
                 for arg in sel.arguments or ():
                     if arg.name.value == "first":
                         factor = (int(arg.value.value) if isinstance(arg.value, IntValueNode)
                                   else limits.max_page_size)
-            total += 1 + max(factor, 1) * children
+            children = query_cost(sel.selection_set, fragments, limits, seen, max(factor, 1))
+            own = (COUNT_COST if name in COUNT_FIELDS
+                   else READ_COST if name in READ_FIELDS else 1)
+            times = 1 if name in CONNECTION_FIELDS else page
+            total += times * (own + children)
         elif isinstance(sel, InlineFragmentNode):
-            total += query_cost(sel.selection_set, fragments, limits, seen)
+            total += query_cost(sel.selection_set, fragments, limits, seen, page)
         elif isinstance(sel, FragmentSpreadNode):
             name = sel.name.value
             if name in fragments and name not in seen:
                 total += query_cost(fragments[name].selection_set, fragments, limits,
-                                    seen | {name})
+                                    seen | {name}, page)
     return total
 
 

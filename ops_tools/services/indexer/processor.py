@@ -97,6 +97,7 @@ class Processor:
         self.o = options
         self.db = db
         self.runtimes: dict[int, Runtime] = {}
+        self.spec_name: str | None = None
         self._loading: dict[int, asyncio.Future[Runtime]] = {}
         self.runtime_genesis: str | None = None
         # Decoded metadata by (spec version, digest of the metadata), across genesis changes:
@@ -331,7 +332,7 @@ class Processor:
             store.put_accounts(c, net, last.number, snap_accounts)
             store.put_operators(c, net, last.number, snap_operators)
             store.set_status(c, net, height=last.number, hash=last.hash,
-                             spec_version=last.spec_version)
+                             spec_version=last.spec_version, spec_name=self.spec_name)
 
         await self._db(write)
         self.blocks_written += len(blocks)
@@ -350,6 +351,8 @@ class Processor:
                   ("state_getRuntimeVersion", [hashes[-1]])]
         answers = await rpc.batch(calls)
         first_v, last_v = answers[-2]["specVersion"], answers[-1]["specVersion"]
+        # The node's word, bounded to the column: shown by _metadata, never interpreted.
+        self.spec_name = str(answers[-1].get("specName") or "")[:100] or None
         if first_v == last_v:
             versions = [first_v] * len(hashes)
         else:  # a runtime upgrade inside this batch: ask for each block

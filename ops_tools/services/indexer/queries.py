@@ -13,10 +13,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Select, and_, or_, select
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Select,
+    and_,
+    func,
+    literal,
+    literal_column,
+    or_,
+    select,
+    text,
+    tuple_,
+)
 
 from ops_tools.services.indexer.tables import (
     AccountRow,
+    Base,
     BlockRow,
     EventAccountRow,
     EventRow,
@@ -53,6 +66,8 @@ class Page:
     keys: list[list[Any]]
     has_next: bool
     has_previous: bool
+    #: The list's filter without cursor or limit: what ``count`` counts.
+    filtered: Select[Any]
 
 
 def network(conn: Connection, genesis_hash: str | None) -> Any:
@@ -70,6 +85,24 @@ def network(conn: Connection, genesis_hash: str | None) -> Any:
     return row
 
 
+def row_estimates(conn: Connection) -> list[tuple[str, int]]:
+    """Rows per table of the index (every network), from statistics, never by counting: on
+    PostgreSQL the live tuples its statistics keep, on SQLite the largest rowid (rows are only
+    appended, and a rollback deletes few)."""
+    tables = Base.metadata.sorted_tables
+    names = [t.name for t in tables]
+    if conn.dialect.name == "postgresql":
+        rows = conn.execute(text(
+            "SELECT relname, n_live_tup FROM pg_stat_user_tables WHERE relid IN "
+            "(SELECT to_regclass(n) FROM unnest(CAST(:names AS text[])) AS n)"),
+            {"names": names})
+        found = {r[0]: int(r[1]) for r in rows}
+    else:
+        found = {t.name: conn.execute(select(func.max(literal_column("rowid")))
+                                      .select_from(t)).scalar() or 0 for t in tables}
+    return [(n, found.get(n, 0)) for n in names]
+
+
 def networks(conn: Connection) -> list[Any]:
     return list(conn.execute(select(Network).order_by(Network.id)))
 
@@ -85,6 +118,7 @@ def _after(cols: Sequence[ColumnElement[Any]], key: Sequence[Any], desc: bool) -
 
 def paginate(conn: Connection, kind: str, stmt: Select[Any], cols: Sequence[ColumnElement[Any]],
              first: int, after: str | None, desc: bool) -> Page:
+    filtered = stmt
     if after is not None:
         key = decode_cursor(kind, after)
         if len(key) != len(cols):
@@ -95,7 +129,24 @@ def paginate(conn: Connection, kind: str, stmt: Select[Any], cols: Sequence[Colu
     has_next = len(rows) > first
     rows = rows[:first]
     keys = [[getattr(r, c.key) for c in cols] for r in rows]
-    return Page(rows, keys, has_next, after is not None)
+    return Page(rows, keys, has_next, after is not None, filtered)
+
+
+def count(conn: Connection, filtered: Select[Any], cap: int) -> tuple[int, bool]:
+    """How many rows ``filtered`` matches, walking at most ``cap + 1`` of them: (the count, or
+    ``cap`` when there are more, and whether it was capped). The filters are the ones the
+    lists' indexes serve, so the walk is over an index range or stops at the cap; it is never a
+    scan of a whole table."""
+    walked = conn.execute(select(func.count()).select_from(
+        filtered.with_only_columns(literal(1)).limit(cap + 1).subquery())).scalar_one()
+    return min(walked, cap), walked > cap
+
+
+def block_count(net: Any, low: int | None, high: int | None) -> int:
+    """Exact and free: the index holds every block from the genesis to its height (a rollback
+    deletes only above the common ancestor and lowers the height with it)."""
+    top = net.height if high is None else min(high, net.height)
+    return max(top - max(low or 0, 0) + 1, 0)
 
 
 def _range(stmt: Select[Any], col: ColumnElement[Any], low: int | None,
@@ -125,8 +176,10 @@ def block(conn: Connection, net: int, number: int | None, hash_: str | None) -> 
 def extrinsics(conn: Connection, net: int, first: int, after: str | None, desc: bool, *,
                pallet: str | None, call: str | None, account: str | None,
                success: bool | None, low: int | None, high: int | None,
-               hash_: str | None = None) -> Page:
+               hash_: str | None = None, where: ColumnElement[bool] | None = None) -> Page:
     stmt = select(ExtrinsicRow).where(ExtrinsicRow.network_id == net)
+    if where is not None:
+        stmt = stmt.where(where)
     if pallet is not None:
         stmt = stmt.where(ExtrinsicRow.pallet == pallet)
     if call is not None:
@@ -144,8 +197,10 @@ def extrinsics(conn: Connection, net: int, first: int, after: str | None, desc: 
 
 def events(conn: Connection, net: int, first: int, after: str | None, desc: bool, *,
            pallet: str | None, name: str | None, account: str | None, low: int | None,
-           high: int | None, extrinsic: tuple[int, int] | None = None) -> Page:
+           high: int | None, where: ColumnElement[bool] | None = None) -> Page:
     stmt = select(EventRow).where(EventRow.network_id == net)
+    if where is not None:
+        stmt = stmt.where(where)
     if pallet is not None:
         stmt = stmt.where(EventRow.pallet == pallet)
     if name is not None:
@@ -155,24 +210,45 @@ def events(conn: Connection, net: int, first: int, after: str | None, desc: bool
             EventAccountRow.network_id == net, EventAccountRow.account == account,
             EventAccountRow.block_number == EventRow.block_number,
             EventAccountRow.event_idx == EventRow.idx).exists())
-    if extrinsic is not None:
-        stmt = stmt.where(EventRow.block_number == extrinsic[0],
-                          EventRow.extrinsic_idx == extrinsic[1])
     stmt = _range(stmt, EventRow.block_number, low, high)
     return paginate(conn, "event", stmt, [EventRow.block_number, EventRow.idx], first, after,
                     desc)
 
 
-def extrinsic_at(conn: Connection, net: int, number: int, idx: int) -> Any:
-    return conn.execute(select(ExtrinsicRow).where(
-        ExtrinsicRow.network_id == net, ExtrinsicRow.block_number == number,
-        ExtrinsicRow.idx == idx)).first()
+def extrinsics_at(conn: Connection, net: int,
+                  keys: Sequence[tuple[int, int]]) -> dict[tuple[int, int], Any]:
+    """The extrinsics at (block number, index) ``keys``, in one query (the primary key)."""
+    rows = conn.execute(select(ExtrinsicRow).where(
+        ExtrinsicRow.network_id == net,
+        tuple_(ExtrinsicRow.block_number, ExtrinsicRow.idx).in_(list(set(keys)))))
+    return {(r.block_number, r.idx): r for r in rows}
+
+
+def events_of_extrinsics(conn: Connection, net: int, keys: Sequence[tuple[int, int]],
+                         first: int) -> dict[tuple[int, int], list[Any]]:
+    """The first ``first`` events of each extrinsic at (block number, index) ``keys``, in one
+    query: the blocks' events through the primary key, numbered per extrinsic."""
+    wanted = set(keys)
+    rank = func.row_number().over(partition_by=(EventRow.block_number, EventRow.extrinsic_idx),
+                                  order_by=EventRow.idx).label("rank")
+    inner = select(EventRow, rank).where(
+        EventRow.network_id == net,
+        EventRow.block_number.in_(sorted({b for b, _ in wanted})),
+        tuple_(EventRow.block_number, EventRow.extrinsic_idx).in_(list(wanted))).subquery()
+    out: dict[tuple[int, int], list[Any]] = {k: [] for k in wanted}
+    for row in conn.execute(select(inner).where(inner.c.rank <= first)
+                            .order_by(inner.c.block_number, inner.c.idx)):
+        out[(row.block_number, row.extrinsic_idx)].append(row)
+    return out
 
 
 def transfers(conn: Connection, net: int, first: int, after: str | None, desc: bool, *,
               account: str | None, sender: str | None, recipient: str | None,
-              low: int | None, high: int | None) -> Page:
+              low: int | None, high: int | None,
+              where: ColumnElement[bool] | None = None) -> Page:
     stmt = select(TransferRow).where(TransferRow.network_id == net)
+    if where is not None:
+        stmt = stmt.where(where)
     if account is not None:
         stmt = stmt.where(or_(TransferRow.sender == account, TransferRow.recipient == account))
     if sender is not None:

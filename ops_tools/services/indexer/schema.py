@@ -3,20 +3,32 @@
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import json
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Annotated, Any, Generic, NewType, TypeVar
 
 import strawberry
 from graphql import GraphQLError
 from sqlalchemy import Connection as SAConnection
-from strawberry.extensions import AddValidationRules, MaskErrors, QueryDepthLimiter
+from strawberry.dataloader import DataLoader
+from strawberry.extensions import (
+    AddValidationRules,
+    DisableIntrospection,
+    MaskErrors,
+    QueryDepthLimiter,
+)
 from strawberry.scalars import JSON
 from strawberry.types import Info
 
-from ops_tools.services.indexer import queries
+from ops_tools import __version__
+from ops_tools.services.common.clientip import Network, client_ip
+from ops_tools.services.indexer import filters, queries
+from ops_tools.services.indexer.feed import CommitFeed
 from ops_tools.services.indexer.limits import Limits, cost_rule
 from ops_tools.services.indexer.queries import Page, QueryError, encode_cursor
 
@@ -27,10 +39,90 @@ BigInt = strawberry.scalar(
 T = TypeVar("T")
 
 
+Read = Callable[[Callable[[SAConnection], Any]], Awaitable[Any]]
+#: The WebSocket close code of a subscriber too slow to keep up (an application code: 4000+).
+SLOW_CONSUMER_CLOSE = 4419
+KEEPALIVE_S = 30.0
+
+
+@dataclass
+class Subscribers:
+    """Open subscriptions, bounded per connection and per client address (shared by every
+    connection of this API process)."""
+
+    per_connection: int
+    per_address: int
+    max_backlog: int  # blocks a subscriber may fall behind before it is dropped
+    trusted_proxies: Sequence[Network] = ()
+    by_address: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Health:
+    """When ``_metadata.indexerHealthy`` holds: the processor's last step (which every step
+    records, with or without new blocks) at most ``stale_s`` ago, within ``max_lag`` blocks of
+    the chain's best block (the processor's own readiness, read from the database)."""
+
+    stale_s: float
+    max_lag: int
+
+    def healthy(self, net: Any) -> bool:
+        if not net.active or net.updated_at is None:
+            return False
+        updated = net.updated_at
+        if updated.tzinfo is None:  # SQLite keeps no zone; the processor writes UTC
+            updated = updated.replace(tzinfo=UTC)
+        age = (datetime.now(UTC) - updated).total_seconds()
+        return age <= self.stale_s and net.chain_height - net.height <= self.max_lag
+
+
+ExtrinsicKey = tuple[int, int, int]  # network id, block number, index
+
+
 @dataclass
 class Context:
-    read: Callable[[Callable[[SAConnection], Any]], Awaitable[Any]]
+    """One per request, and one per WebSocket connection: the loaders batch the per-item reads
+    of nested fields, so that a nested page costs one SQL query per level, not one per item."""
+
+    read: Read
     limits: Limits
+    health: Health
+    feed: CommitFeed | None = None
+    subscribers: Subscribers | None = None
+    open_subscriptions: int = field(default=0, init=False)
+    extrinsics: DataLoader[ExtrinsicKey, Any] = field(init=False)
+    extrinsic_events: DataLoader[tuple[int, int, int, int], list[Any]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        # No cache: a WebSocket connection keeps its context for as long as it lives, and the
+        # batching (one query per level and tick) is what bounds the SQL.
+        self.extrinsics = DataLoader(load_fn=self._load_extrinsics, cache=False)
+        self.extrinsic_events = DataLoader(load_fn=self._load_extrinsic_events, cache=False)
+
+    async def _load_extrinsics(self, keys: list[ExtrinsicKey]) -> list[Any]:
+        found: dict[ExtrinsicKey, Any] = {}
+        for net, group in _grouped(keys).items():
+            rows = await self.read(lambda c, n=net, g=group: queries.extrinsics_at(c, n, g))
+            found.update({(net, *k): r for k, r in rows.items()})
+        return [found.get(k) for k in keys]
+
+    async def _load_extrinsic_events(self, keys: list[tuple[int, int, int, int]]
+                                     ) -> list[list[Any]]:
+        found: dict[tuple[int, int, int, int], list[Any]] = {}
+        for (net, first), group in _grouped(keys, with_last=True).items():
+            rows = await self.read(lambda c, n=net, g=group, f=first:
+                                   queries.events_of_extrinsics(c, n, g, f))
+            found.update({(net, *k, first): r for k, r in rows.items()})
+        return [found[k] for k in keys]
+
+
+def _grouped(keys: list[Any], *, with_last: bool = False) -> dict[Any, list[tuple[int, int]]]:
+    """Keys grouped by network (and page size, the last element, when ``with_last``)."""
+    groups: dict[Any, list[tuple[int, int]]] = {}
+    for key in keys:
+        group = (key[0], key[3]) if with_last else key[0]
+        groups.setdefault(group, []).append((key[1], key[2]))
+    return groups
 
 
 def _ctx(info: Info) -> Context:
@@ -53,6 +145,78 @@ class Order(enum.Enum):
     DESC = "desc"
 
 
+@strawberry.enum(description="The order of a list: by block, and within a block by the "
+                             "item's index (the stable tie-break the cursors follow).")
+class OrderBy(enum.Enum):
+    BLOCK_NUMBER_ASC = "block_number_asc"
+    BLOCK_NUMBER_DESC = "block_number_desc"
+
+
+def _desc(order: Order, order_by: OrderBy | None) -> bool:
+    if order_by is None:
+        return order is Order.DESC
+    if order is Order.DESC and order_by is OrderBy.BLOCK_NUMBER_ASC:
+        raise QueryError("orderBy: BLOCK_NUMBER_ASC contradicts order: DESC; pass one of them")
+    return order_by is OrderBy.BLOCK_NUMBER_DESC
+
+
+@strawberry.input(description="Conditions on a text field (SubQuery's names).")
+class StringFilter:
+    equal_to: str | None = None
+    in_: list[str] | None = strawberry.field(name="in", default=None)
+
+
+@strawberry.input(description="Conditions on a number field (SubQuery's names); several "
+                              "are all required.")
+class IntFilter:
+    equal_to: int | None = None
+    in_: list[int] | None = strawberry.field(name="in", default=None)
+    greater_than: int | None = None
+    greater_than_or_equal_to: int | None = None
+    less_than: int | None = None
+    less_than_or_equal_to: int | None = None
+
+
+@strawberry.input
+class BooleanFilter:
+    equal_to: bool | None = None
+
+
+@strawberry.input(description="Transfers: by sender, recipient, either, block range.")
+class TransferFilter:
+    from_: StringFilter | None = strawberry.field(name="from", default=None)
+    to: StringFilter | None = None
+    account: StringFilter | None = strawberry.field(
+        default=None, description="Sender or recipient.")
+    block_number: IntFilter | None = None
+    and_: list[TransferFilter] | None = strawberry.field(name="and", default=None)
+    or_: list[TransferFilter] | None = strawberry.field(name="or", default=None)
+
+
+@strawberry.input(description="Extrinsics: call needs pallet; success needs signer, pallet, "
+                              "hash or a block range of at most 1000 blocks.")
+class ExtrinsicFilter:
+    signer: StringFilter | None = None
+    pallet: StringFilter | None = None
+    call: StringFilter | None = None
+    success: BooleanFilter | None = None
+    hash: StringFilter | None = None
+    block_number: IntFilter | None = None
+    and_: list[ExtrinsicFilter] | None = strawberry.field(name="and", default=None)
+    or_: list[ExtrinsicFilter] | None = strawberry.field(name="or", default=None)
+
+
+@strawberry.input(description="Events: name needs pallet or a block range of at most 1000 "
+                              "blocks; account is any account the event names.")
+class EventFilter:
+    pallet: StringFilter | None = None
+    name: StringFilter | None = None
+    account: StringFilter | None = None
+    block_number: IntFilter | None = None
+    and_: list[EventFilter] | None = strawberry.field(name="and", default=None)
+    or_: list[EventFilter] | None = strawberry.field(name="or", default=None)
+
+
 @strawberry.type
 class PageInfo:
     has_next_page: bool
@@ -67,16 +231,164 @@ class Edge(Generic[T]):
     cursor: str
 
 
+@asynccontextmanager
+async def _subscription(info: Info) -> AsyncIterator[Subscribers]:
+    """Counts the subscription against its connection's and its address's limits."""
+    ctx = _ctx(info)
+    subs, ws = ctx.subscribers, info.context.get("request")
+    if subs is None or ctx.feed is None:
+        raise QueryError("subscriptions are served over WebSocket (graphql-transport-ws) only")
+    address = "unknown"
+    if ws is not None and ws.client:
+        # Behind nginx every peer is the proxy: the client is in X-Forwarded-For.
+        address = client_ip(ws.client.host, ws.headers.getlist("x-forwarded-for"),
+                            subs.trusted_proxies)
+    if ctx.open_subscriptions >= subs.per_connection:
+        raise QueryError(f"subscriptions: {ctx.open_subscriptions} open on this connection, at "
+                         f"most {subs.per_connection}; complete one or open another connection")
+    if subs.by_address.get(address, 0) >= subs.per_address:
+        raise QueryError(f"subscriptions: {subs.by_address[address]} open from {address}, at "
+                         f"most {subs.per_address}; complete some first")
+    ctx.open_subscriptions += 1
+    subs.by_address[address] = subs.by_address.get(address, 0) + 1
+    try:
+        yield subs
+    finally:
+        ctx.open_subscriptions -= 1
+        subs.by_address[address] -= 1
+        if not subs.by_address[address]:
+            del subs.by_address[address]
+
+
+async def _follow(info: Info, kind: str,
+                  read_new: Callable[[SAConnection, int, int, int, str | None], Page]
+                  ) -> AsyncIterator[tuple[Any, Any]]:
+    """(row, network) of every item of the blocks the processor commits from now on, in
+    order, woken by the commit (feed.py); a reset goes on with the new chain from its genesis.
+    A subscriber more than ``max_backlog`` blocks behind (it reads slower than blocks arrive)
+    is dropped: its connection is closed with ``SLOW_CONSUMER_CLOSE``."""
+    ctx = _ctx(info)
+    assert ctx.feed is not None
+    async with _subscription(info) as subs:
+        seen = ctx.feed.version
+        net = await ctx.read(lambda c: queries.network(c, None))
+        genesis, last = net.genesis_hash, net.height
+        while True:
+            seen = await ctx.feed.wait(seen, KEEPALIVE_S)
+            net = await ctx.read(lambda c: queries.network(c, None))
+            if net.genesis_hash != genesis:
+                genesis, last = net.genesis_hash, -1
+            if net.height <= last:
+                last = net.height  # a rollback: the new branch's items follow
+                continue
+            if net.height - last > subs.max_backlog:
+                ws = info.context.get("request")
+                if ws is not None:
+                    await ws.close(code=SLOW_CONSUMER_CLOSE,
+                                   reason=f"{net.height - last} blocks behind")
+                return
+            after: str | None = None
+            while True:
+                page = await ctx.read(lambda c, a=after, n=net, lo=last: read_new(
+                    c, n.id, lo + 1, n.height, a))
+                for row in page.rows:
+                    yield row, net
+                if not page.has_next:
+                    break
+                after = encode_cursor(kind, page.keys[-1])
+            last = net.height
+
+
+@strawberry.type
+class Subscription:
+    @strawberry.subscription(description="Every block, as the processor commits it.")
+    async def new_blocks(self, info: Info) -> AsyncGenerator[Block, None]:
+        n = _ctx(info).limits.max_page_size
+        async for row, net in _follow(info, "block", lambda c, net, lo, hi, a: queries.blocks(
+                c, net, n, a, False, lo, hi)):
+            yield _block(row, net)
+
+    @strawberry.subscription(description="New transfers (all, or those the filter matches).")
+    async def transfers(self, info: Info, filter: TransferFilter | None = None,
+                        ) -> AsyncGenerator[Transfer, None]:
+        where = filters.compile_filter(filters.TRANSFERS, filter, ranged=True)
+        n = _ctx(info).limits.max_page_size
+        async for row, _net in _follow(info, "transfer", lambda c, net, lo, hi, a:
+                                       queries.transfers(c, net, n, a, False, account=None,
+                                                         sender=None, recipient=None, low=lo,
+                                                         high=hi, where=where)):
+            yield _transfer(row)
+
+    @strawberry.subscription(description="New events (all, or those the filter matches).")
+    async def events(self, info: Info, filter: EventFilter | None = None,
+                     ) -> AsyncGenerator[Event, None]:
+        where = filters.compile_filter(filters.EVENTS, filter, ranged=True)
+        n = _ctx(info).limits.max_page_size
+        async for row, _net in _follow(info, "event", lambda c, net, lo, hi, a: queries.events(
+                c, net, n, a, False, pallet=None, name=None, account=None, low=lo, high=hi,
+                where=where)):
+            yield _event(row)
+
+    @strawberry.subscription(name="indexStatus",
+                             description="The active network's status after every commit.")
+    async def index_status(self, info: Info) -> AsyncGenerator[IndexStatus, None]:
+        ctx = _ctx(info)
+        async with _subscription(info):
+            assert ctx.feed is not None
+            seen, last = ctx.feed.version, None
+            while True:
+                net = await ctx.read(lambda c: queries.network(c, None))
+                status = _status(net)
+                if status != last:
+                    last = status
+                    yield status
+                seen = await ctx.feed.wait(seen, KEEPALIVE_S)
+
+
+class Counter:
+    """The count of a list, run only when ``totalCount`` or ``totalCountCapped`` is asked for,
+    and once for both."""
+
+    def __init__(self, run: Callable[[], Awaitable[tuple[int, bool]]]) -> None:
+        self._run = run
+        self._task: asyncio.Task[tuple[int, bool]] | None = None
+
+    async def get(self) -> tuple[int, bool]:
+        if self._task is None:
+            self._task = asyncio.ensure_future(self._run())
+        return await self._task
+
+
 @strawberry.type
 class Connection(Generic[T]):
     edges: list[Edge[T]]
     page_info: PageInfo
+    counter: strawberry.Private[Counter]
+
+    @strawberry.field(description="How many items the list's filter matches (every page), up "
+                                  "to the count cap; see totalCountCapped.")
+    async def total_count(self) -> int:
+        return (await self.counter.get())[0]
+
+    @strawberry.field(description="True when there are more items than the count cap: "
+                                  "totalCount is then the cap, a lower bound.")
+    async def total_count_capped(self) -> bool:
+        return (await self.counter.get())[1]
 
 
-def _connection(kind: str, page: Page, make: Callable[[Any], Any]) -> Connection[Any]:
+def _connection(info: Info, kind: str, page: Page, make: Callable[[Any], Any],
+                exact: int | None = None) -> Connection[Any]:
+    """``exact``: the count when it is known without counting (blocks)."""
+    ctx = _ctx(info)
+
+    async def run() -> tuple[int, bool]:
+        if exact is not None:
+            return exact, False
+        return await ctx.read(lambda c: queries.count(c, page.filtered, ctx.limits.count_cap))
+
     cursors = [encode_cursor(kind, k) for k in page.keys]
     edges = [Edge(node=make(r), cursor=c) for r, c in zip(page.rows, cursors, strict=True)]
-    return Connection(edges=edges, page_info=PageInfo(
+    return Connection(edges=edges, counter=Counter(run), page_info=PageInfo(
         has_next_page=page.has_next, has_previous_page=page.has_previous,
         start_cursor=cursors[0] if cursors else None,
         end_cursor=cursors[-1] if cursors else None))
@@ -105,6 +417,32 @@ def _status(net: Any) -> IndexStatus:
         lag=max(net.chain_height - net.height, 0), genesis_hash=net.genesis_hash,
         chain_name=net.chain_name, spec_version=net.spec_version, reset_count=net.reset_count,
         active=net.active, updated_at=net.updated_at.isoformat() if net.updated_at else None)
+
+
+@strawberry.type
+class TableEstimate:
+    table: str
+    estimate: int
+
+
+@strawberry.type(name="_Metadata", description="SubQuery's status object, with its field names.")
+class Metadata:
+    last_processed_height: int = strawberry.field(description="indexStatus.height")
+    last_processed_timestamp: str | None = strawberry.field(
+        description="When the processor last recorded its progress: milliseconds since the "
+                    "epoch, as a decimal string (as SubQuery).")
+    target_height: int = strawberry.field(description="The chain's best block the processor "
+                                                      "last saw (indexStatus.chainHeight).")
+    chain: str | None = strawberry.field(description="The chain's name (system_chain).")
+    spec_name: str | None
+    genesis_hash: str
+    indexer_healthy: bool = strawberry.field(
+        description="The processor's last step was recent and left it within ready_max_lag "
+                    "blocks of the chain (always false for an archived network).")
+    indexer_node_version: str
+    query_node_version: str
+    row_count_estimate: list[TableEstimate] = strawberry.field(
+        description="Rows per table (all networks), from the database's statistics.")
 
 
 @strawberry.type
@@ -140,11 +478,9 @@ class Extrinsic:
 
     @strawberry.field(description="The events this extrinsic emitted.")
     async def events(self, info: Info, first: int | None = None) -> list[Event]:
-        n = _first(info, first)
-        page = await _ctx(info).read(lambda c: queries.events(
-            c, self.network_id, n, None, False, pallet=None, name=None, account=None,
-            low=None, high=None, extrinsic=(self.block_number, self.index)))
-        return [_event(r) for r in page.rows]
+        rows = await _ctx(info).extrinsic_events.load(
+            (self.network_id, self.block_number, self.index, _first(info, first)))
+        return [_event(r) for r in rows]
 
 
 def _extrinsic(row: Any) -> Extrinsic:
@@ -169,8 +505,8 @@ class Event:
     async def extrinsic(self, info: Info) -> Extrinsic | None:
         if self.extrinsic_index is None:
             return None
-        row = await _ctx(info).read(lambda c: queries.extrinsic_at(
-            c, self.network_id, self.block_number, self.extrinsic_index))
+        row = await _ctx(info).extrinsics.load(
+            (self.network_id, self.block_number, self.extrinsic_index))
         return _extrinsic(row) if row else None
 
 
@@ -188,6 +524,11 @@ class Transfer:
     block_number: int
     event_index: int
     extrinsic_hash: str | None
+
+
+def _transfer(r: Any) -> Transfer:
+    return Transfer(from_=r.sender, to=r.recipient, amount=r.amount, block_number=r.block_number,
+                    event_index=r.event_idx, extrinsic_hash=r.extrinsic_hash)
 
 
 @strawberry.type
@@ -226,6 +567,24 @@ class Query:
         net = await _ctx(info).read(lambda c: queries.network(c, genesis_hash))
         return _status(net)
 
+    @strawberry.field(name="_metadata", description="SubQuery's _metadata: the same figures "
+                                                    "as indexStatus, under SubQuery's names.")
+    async def metadata(self, info: Info, genesis_hash: str | None = None) -> Metadata:
+        ctx = _ctx(info)
+        net, estimates = await ctx.read(lambda c: (queries.network(c, genesis_hash),
+                                                   queries.row_estimates(c)))
+        stamp = None
+        if net.updated_at is not None:
+            updated = net.updated_at if net.updated_at.tzinfo else net.updated_at.replace(
+                tzinfo=UTC)
+            stamp = str(int(updated.timestamp() * 1000))
+        return Metadata(
+            last_processed_height=net.height, last_processed_timestamp=stamp,
+            target_height=net.chain_height, chain=net.chain_name, spec_name=net.spec_name,
+            genesis_hash=net.genesis_hash, indexer_healthy=ctx.health.healthy(net),
+            indexer_node_version=__version__, query_node_version=__version__,
+            row_count_estimate=[TableEstimate(table=t, estimate=n) for t, n in estimates])
+
     @strawberry.field(description="Every network indexed, the current one and those archived "
                                   "by resets.")
     async def networks(self, info: Info) -> list[IndexStatus]:
@@ -253,7 +612,8 @@ class Query:
         def read(c: SAConnection) -> Connection[Block]:
             net = queries.network(c, genesis_hash)
             page = queries.blocks(c, net.id, n, after, order is Order.DESC, from_block, to_block)
-            return _connection("block", page, lambda r: _block(r, net))
+            return _connection(info, "block", page, lambda r: _block(r, net),
+                               exact=queries.block_count(net, from_block, to_block))
         return await _ctx(info).read(read)
 
     @strawberry.field
@@ -264,15 +624,19 @@ class Query:
                              description="The signer (ss58).")] = None,
                          success: bool | None = None, hash: str | None = None,
                          from_block: int | None = None, to_block: int | None = None,
-                         genesis_hash: str | None = None) -> Connection[Extrinsic]:
+                         genesis_hash: str | None = None,
+                         filter: ExtrinsicFilter | None = None,
+                         order_by: OrderBy | None = None) -> Connection[Extrinsic]:
         n = _first(info, first)
+        where = filters.compile_filter(filters.EXTRINSICS, filter)
+        desc = _desc(order, order_by)
 
         def read(c: SAConnection) -> Connection[Extrinsic]:
             net = queries.network(c, genesis_hash)
-            page = queries.extrinsics(c, net.id, n, after, order is Order.DESC, pallet=pallet,
+            page = queries.extrinsics(c, net.id, n, after, desc, pallet=pallet,
                                       call=call, account=account, success=success,
-                                      low=from_block, high=to_block, hash_=hash)
-            return _connection("extrinsic", page, _extrinsic)
+                                      low=from_block, high=to_block, hash_=hash, where=where)
+            return _connection(info, "extrinsic", page, _extrinsic)
         return await _ctx(info).read(read)
 
     @strawberry.field
@@ -282,14 +646,18 @@ class Query:
                      account: Annotated[str | None, strawberry.argument(
                          description="An account (ss58) the event names.")] = None,
                      from_block: int | None = None, to_block: int | None = None,
-                     genesis_hash: str | None = None) -> Connection[Event]:
+                     genesis_hash: str | None = None,
+                     filter: EventFilter | None = None,
+                     order_by: OrderBy | None = None) -> Connection[Event]:
         n = _first(info, first)
+        where = filters.compile_filter(filters.EVENTS, filter)
+        desc = _desc(order, order_by)
 
         def read(c: SAConnection) -> Connection[Event]:
             net = queries.network(c, genesis_hash)
-            page = queries.events(c, net.id, n, after, order is Order.DESC, pallet=pallet,
-                                  name=name, account=account, low=from_block, high=to_block)
-            return _connection("event", page, _event)
+            page = queries.events(c, net.id, n, after, desc, pallet=pallet, name=name,
+                                  account=account, low=from_block, high=to_block, where=where)
+            return _connection(info, "event", page, _event)
         return await _ctx(info).read(read)
 
     @strawberry.field(description="Balances.Transfer events.")
@@ -300,16 +668,18 @@ class Query:
                         from_: Annotated[str | None, strawberry.argument(name="from")] = None,
                         to: str | None = None, from_block: int | None = None,
                         to_block: int | None = None,
-                        genesis_hash: str | None = None) -> Connection[Transfer]:
+                        genesis_hash: str | None = None,
+                        filter: TransferFilter | None = None,
+                        order_by: OrderBy | None = None) -> Connection[Transfer]:
         n = _first(info, first)
+        where = filters.compile_filter(filters.TRANSFERS, filter)
+        desc = _desc(order, order_by)
 
         def read(c: SAConnection) -> Connection[Transfer]:
             net = queries.network(c, genesis_hash)
-            page = queries.transfers(c, net.id, n, after, order is Order.DESC, account=account,
-                                     sender=from_, recipient=to, low=from_block, high=to_block)
-            return _connection("transfer", page, lambda r: Transfer(
-                from_=r.sender, to=r.recipient, amount=r.amount, block_number=r.block_number,
-                event_index=r.event_idx, extrinsic_hash=r.extrinsic_hash))
+            page = queries.transfers(c, net.id, n, after, desc, account=account, sender=from_,
+                                     recipient=to, low=from_block, high=to_block, where=where)
+            return _connection(info, "transfer", page, _transfer)
         return await _ctx(info).read(read)
 
     @strawberry.field(description="Registered operators as OperatorStake.Operators holds them "
@@ -322,7 +692,7 @@ class Query:
         def read(c: SAConnection) -> Connection[Operator]:
             net = queries.network(c, genesis_hash)
             page = queries.operators(c, net.id, n, after, order is Order.DESC, account=account)
-            return _connection("operator", page, lambda r: Operator(
+            return _connection(info, "operator", page, lambda r: Operator(
                 account=r.account, stake=r.stake, attestation_hash=r.attestation_hash,
                 last_heartbeat_epoch=r.last_heartbeat_epoch, registered_at=r.registered_at,
                 as_of_block=r.block_number))
@@ -339,7 +709,7 @@ class Query:
             net = queries.network(c, genesis_hash)
             page = queries.heartbeats(c, net.id, n, after, order is Order.DESC, account=account,
                                       low=from_block, high=to_block)
-            return _connection("heartbeat", page, lambda r: Heartbeat(
+            return _connection(info, "heartbeat", page, lambda r: Heartbeat(
                 account=r.account, epoch=r.epoch, block_number=r.block_number,
                 event_index=r.event_idx, extrinsic_hash=r.extrinsic_hash))
         return await _ctx(info).read(read)
@@ -353,7 +723,7 @@ class Query:
         def read(c: SAConnection) -> Connection[Account]:
             net = queries.network(c, genesis_hash)
             page = queries.accounts(c, net.id, n, after, order is Order.DESC, address=address)
-            return _connection("account", page, lambda r: Account(
+            return _connection(info, "account", page, lambda r: Account(
                 address=r.address, free=r.free, reserved=r.reserved, frozen=r.frozen,
                 nonce=r.nonce, as_of_block=r.block_number))
         return await _ctx(info).read(read)
@@ -366,8 +736,9 @@ def _masked(error: GraphQLError) -> bool:
     return original is not None and not isinstance(original, QueryError | GraphQLError)
 
 
-def build_schema(limits: Limits) -> strawberry.Schema:
-    return strawberry.Schema(query=Query, extensions=[
+def build_schema(limits: Limits, *, introspection: bool = True) -> strawberry.Schema:
+    return strawberry.Schema(query=Query, subscription=Subscription, extensions=[
+        *([] if introspection else [DisableIntrospection]),
         QueryDepthLimiter(max_depth=limits.max_depth),
         AddValidationRules([cost_rule(limits)]),
         MaskErrors(should_mask_error=_masked,

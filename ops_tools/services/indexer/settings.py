@@ -24,8 +24,21 @@ class IndexerSettings(ServiceSettings):
     max_page_size: int = Field(default=100, ge=1, le=1000)
     default_page_size: int = Field(default=20, ge=1, le=1000)
     max_cost: int = Field(default=20_000, ge=10)
+    max_subscriptions_per_connection: int = Field(default=10, ge=1, le=1000)
+    max_subscriptions_per_address: int = Field(default=50, ge=1, le=100_000)
+    subscription_max_backlog: int = Field(
+        default=1000, ge=1, le=1_000_000,
+        description="blocks a subscriber may fall behind before it is dropped")
+    graphql_ide: bool = Field(default=True, description="GraphiQL on GET /graphql")
+    introspection: bool = Field(default=True, description="__schema and __type queries")
+    count_cap: int = Field(default=10_000, ge=1, le=1_000_000,
+                           description="rows totalCount walks at most")
+
+    def step_stale_s(self) -> float:
+        """How long without a processor step means it is stuck (every step records itself)."""
+        return max(3 * self.poll_interval_s, 30.0)
 
     def limits(self) -> Limits:
         return Limits(max_depth=self.max_depth, max_page_size=self.max_page_size,
                       default_page_size=min(self.default_page_size, self.max_page_size),
-                      max_cost=self.max_cost)
+                      max_cost=self.max_cost, count_cap=self.count_cap)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, delete, func, insert, select, update
+from sqlalchemy import Connection, delete, func, insert, select, text, update
 
 from ops_tools.services.indexer.model import Block
 from ops_tools.services.indexer.tables import (
@@ -215,6 +215,9 @@ def put_operators(conn: Connection, net: int, block_number: int,
 
 def set_status(conn: Connection, net: int, **values: Any) -> None:
     conn.execute(update(Network).where(Network.id == net).values(updated_at=_now(), **values))
+    if conn.dialect.name == "postgresql":
+        # Delivered at this transaction's commit: the API's subscriptions read what is new.
+        conn.execute(text("SELECT pg_notify('indexer_commit', '')"))
 
 
 def operator_accounts(conn: Connection, net: int) -> Iterable[str]:

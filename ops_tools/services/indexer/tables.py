@@ -40,6 +40,7 @@ class Network(Base):
     chain_height: Mapped[int] = mapped_column(BigInteger, default=0)
     chain_finalized_height: Mapped[int] = mapped_column(BigInteger, default=0)
     spec_version: Mapped[int | None] = mapped_column(Integer)
+    spec_name: Mapped[str | None] = mapped_column(String(100))
     updated_at = mapped_column(DateTime(timezone=True), nullable=True)
 
 

@@ -1,4 +1,5 @@
-"""The indexer's two programs as processes on a free port, for tests and benchmarks."""
+"""The indexer's two programs as processes on a free port, for tests and benchmarks; and the API
+in the test's process, to count the SQL a query runs."""
 
 from __future__ import annotations
 
@@ -11,12 +12,18 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import yaml
+from fastapi.testclient import TestClient
+from sqlalchemy import event
 
+from ops_tools.services.common.db import Database
+from ops_tools.services.indexer.api import build_app
+from ops_tools.services.indexer.settings import IndexerSettings
 from tests.conftest import free_port
 
 BIN = Path(sys.executable).parent
@@ -140,3 +147,38 @@ class Indexer:
                 return st
             return None
         return self.wait_for(reached, timeout, f"the index to reach #{number}")
+
+
+class Api:
+    """The API in this process, on the index's database, counting the SQL queries (SELECTs)
+    its engine runs."""
+
+    def __init__(self, tmp: Path, rpc_url: str, database_url: str, **extra: object) -> None:
+        self.db = Database(database_url)
+        settings = IndexerSettings(listen_port=free_port(), state_dir=tmp / "api",
+                                   rpc_url=rpc_url, database_url=database_url, **extra)
+        self.client = TestClient(build_app(settings, self.db), client=("127.0.0.1", 50000))
+        self.statements: list[str] = []
+        event.listen(self.db.engine, "before_cursor_execute", self._seen)
+
+    def _seen(self, _conn: object, _cursor: object, statement: str, *_: object) -> None:
+        if statement.lstrip().upper().startswith(("SELECT", "WITH")):
+            self.statements.append(statement)
+
+    @contextmanager
+    def counting(self) -> Iterator[list[str]]:
+        self.statements.clear()
+        yield self.statements
+
+    def post(self, query: str, variables: dict | None = None) -> tuple[int, dict]:
+        resp = self.client.post("/graphql", json={"query": query, "variables": variables or {}})
+        return resp.status_code, resp.json()
+
+    def data(self, query: str, variables: dict | None = None) -> dict:
+        status, body = self.post(query, variables)
+        assert status == 200 and not body.get("errors"), (status, body)
+        return body["data"]
+
+    def close(self) -> None:
+        self.client.close()
+        self.db.engine.dispose()

@@ -3,6 +3,9 @@ storage functions on an in-memory database."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+
 import pytest
 from graphql import parse
 from sqlalchemy import create_engine
@@ -15,8 +18,9 @@ from ops_tools.services.indexer.forks import (
     common_ancestor,
     rollback_window,
 )
-from ops_tools.services.indexer.limits import Limits, query_cost
+from ops_tools.services.indexer.limits import COUNT_COST, READ_COST, Limits, query_cost
 from ops_tools.services.indexer.model import Block, Event, RawBlock, Transfer
+from ops_tools.services.indexer.schema import Health
 from ops_tools.services.indexer.tables import Base
 
 ALICE = "5GrwvaEF5zXb26Fz9rcQpDWS57CtERHpNehXCPcNoHGKutQY"
@@ -61,14 +65,32 @@ def test_cursors_round_trip_and_refuse_other_lists():
 def test_query_cost_multiplies_page_sizes():
     limits = Limits(default_page_size=20, max_page_size=100)
     flat = parse("{ events(first: 10) { edges { cursor } } }").definitions[0]
-    assert query_cost(flat.selection_set, {}, limits) == 1 + 10 * 2
+    assert query_cost(flat.selection_set, {}, limits) == READ_COST + 10 * 2
     default = parse("{ events { edges { cursor } } }").definitions[0]
-    assert query_cost(default.selection_set, {}, limits) == 1 + 20 * 2
+    assert query_cost(default.selection_set, {}, limits) == READ_COST + 20 * 2
     variable = parse("query($n: Int) { events(first: $n) { edges { cursor } } }").definitions[0]
-    assert query_cost(variable.selection_set, {}, limits) == 1 + 100 * 2
+    assert query_cost(variable.selection_set, {}, limits) == READ_COST + 100 * 2
     doc = parse("{ events(first: 5) { ...E } } fragment E on EventConnection { edges { cursor } }")
     fragments = {d.name.value: d for d in doc.definitions[1:]}
-    assert query_cost(doc.definitions[0].selection_set, fragments, limits) == 1 + 5 * 2
+    assert query_cost(doc.definitions[0].selection_set, fragments, limits) == READ_COST + 5 * 2
+
+
+def test_nested_reads_and_counts_are_weighted():
+    limits = Limits()
+    # events(99) → extrinsic → events(99): each nested read is charged once per parent item.
+    attack = parse("{ events(first: 99) { edges { node { extrinsic { events(first: 99) { index "
+                   "name } } } } } }").definitions[0]
+    inner = READ_COST + 99 * 2
+    assert query_cost(attack.selection_set, {}, limits) == READ_COST + 99 * (
+        1 + 1 + READ_COST + inner)
+    assert query_cost(attack.selection_set, {}, limits) > limits.max_cost
+    counted = parse("{ transfers(first: 1) { totalCount totalCountCapped } }").definitions[0]
+    assert query_cost(counted.selection_set, {}, limits) == READ_COST + 2 * COUNT_COST
+    # A connection's counts and pageInfo are paid once, its edges once per item.
+    page = parse("{ transfers(first: 50) { totalCount pageInfo { hasNextPage } edges { cursor "
+                 "} } }").definitions[0]
+    assert query_cost(page.selection_set, {}, limits) == (
+        READ_COST + COUNT_COST + (1 + 1) + 50 * (1 + 1))
 
 
 def test_accounts_are_found_in_nested_event_fields():
@@ -114,3 +136,18 @@ def test_store_rollback_deletes_everything_above_the_ancestor_and_resets_archive
         assert store.tip(c, net.id) == (1, "h1")  # the archived network keeps its rows
         with pytest.raises(queries.QueryError, match=r"genesisHash: 0xg3 .* known: 0xg1, 0xg2"):
             queries.network(c, "0xg3")
+
+
+def test_indexer_healthy_needs_a_recent_step_within_the_lag_on_the_active_network():
+    health = Health(stale_s=30, max_lag=5)
+    now = datetime.now(UTC)
+
+    def net(**kw: object) -> SimpleNamespace:
+        values = {"active": True, "updated_at": now, "height": 100, "chain_height": 105} | kw
+        return SimpleNamespace(**values)
+    assert health.healthy(net())
+    assert health.healthy(net(updated_at=now.replace(tzinfo=None)))  # SQLite's naive UTC
+    assert not health.healthy(net(chain_height=106))
+    assert not health.healthy(net(updated_at=now - timedelta(seconds=31)))
+    assert not health.healthy(net(active=False))
+    assert not health.healthy(net(updated_at=None))

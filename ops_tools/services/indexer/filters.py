@@ -1,0 +1,177 @@
+"""SubQuery-style filters (``filter: {field: {equalTo, in, greaterThan, …}, and, or}``) compiled
+to SQL, refused when no index would serve them.
+
+Every field is either a *key*, which leads one of the list's indexes (a page filtered by it
+walks an index range), or a *residual*, which only narrows rows found by a key: a residual
+without one of its keys in the same conjunction would be a walk through the whole list until a
+page is found, so it is refused, naming the field and the keys that serve it. A block range
+bounded on both sides and at most ``MAX_RANGE_BLOCKS`` wide counts as a key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import ColumnElement, and_, false, or_, select, true
+
+from ops_tools.services.indexer.queries import QueryError
+from ops_tools.services.indexer.tables import EventAccountRow, EventRow, ExtrinsicRow, TransferRow
+
+MAX_IN = 100
+MAX_DEPTH = 4
+MAX_TERMS = 32
+MAX_RANGE_BLOCKS = 1_000
+BLOCK_RANGE = "a blockNumber range (greaterThan… and lessThan…) at most 1000 blocks wide"
+
+#: Operator attribute (the Python name of the input's field) -> GraphQL name.
+OPERATORS = {"equal_to": "equalTo", "in_": "in", "greater_than": "greaterThan",
+             "greater_than_or_equal_to": "greaterThanOrEqualTo", "less_than": "lessThan",
+             "less_than_or_equal_to": "lessThanOrEqualTo"}
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str  # as GraphQL spells it
+    columns: tuple[ColumnElement[Any], ...]  # several: any of them matches (either side)
+    key: bool = False
+    needs: tuple[str, ...] = ()  # for a residual: the keys that serve it
+    block_number: bool = False
+    #: Turns the condition on ``columns`` into the list's (a correlated EXISTS, say).
+    wrap: Callable[[ColumnElement[bool]], ColumnElement[bool]] | None = None
+
+
+@dataclass
+class _Walk:
+    terms: int = 0
+    path: list[str] = field(default_factory=list)
+
+
+def compile_filter(spec: dict[str, Field], value: Any, *,
+                   ranged: bool = False) -> ColumnElement[bool]:
+    """The SQL condition of ``value`` (a filter input object, or None for no filter);
+    ``ranged``: the caller bounds the block range itself (subscriptions read new blocks)."""
+    if value is None:
+        return true()
+    return _compile(spec, value, frozenset({BLOCK_RANGE} if ranged else ()), _Walk(), 1)
+
+
+def _present(value: Any, spec: dict[str, Field]) -> dict[str, Any]:
+    return {attr: getattr(value, attr) for attr in spec if getattr(value, attr, None) is not None}
+
+
+def _keys(spec: dict[str, Field], fields: dict[str, Any]) -> set[str]:
+    keys = set()
+    for attr, ops in fields.items():
+        f = spec[attr]
+        if f.key and (ops.equal_to is not None or getattr(ops, "in_", None) is not None):
+            keys.add(f.name)
+        if f.block_number:
+            low = _first_set(ops, "greater_than", "greater_than_or_equal_to", "equal_to")
+            high = _first_set(ops, "less_than", "less_than_or_equal_to", "equal_to")
+            if ops.in_ is not None or (low is not None and high is not None
+                                       and high - low <= MAX_RANGE_BLOCKS):
+                keys.add(BLOCK_RANGE)
+    return keys
+
+
+def _first_set(ops: Any, *names: str) -> Any:
+    for name in names:
+        got = getattr(ops, name, None)
+        if got is not None:
+            return got
+    return None
+
+
+def _compile(spec: dict[str, Field], value: Any, outer_keys: frozenset[str], walk: _Walk,
+             depth: int) -> ColumnElement[bool]:
+    where = "filter" + "".join(walk.path)
+    if depth > MAX_DEPTH:
+        raise QueryError(f"{where}: and/or nested deeper than {MAX_DEPTH}; flatten the filter")
+    fields = _present(value, spec)
+    ands: Sequence[Any] = value.and_ or ()
+    ors: Sequence[Any] = value.or_ or ()
+    keys = set(outer_keys) | _keys(spec, fields)
+    for child in ands:
+        keys |= _keys(spec, _present(child, spec))
+    clauses: list[ColumnElement[bool]] = []
+    for attr, ops in fields.items():
+        f = spec[attr]
+        if not f.key and not f.block_number and not keys & set(f.needs):
+            raise QueryError(
+                f"{where}.{f.name}: no index serves this filter on its own, and it is not run "
+                f"as a scan; combine it in the same and with {' or '.join(f.needs)}")
+        clauses.append(_field(f, ops, walk, where))
+    for name, children in (("and", ands), ("or", ors)):
+        parts = []
+        for i, child in enumerate(children):
+            walk.path.append(f".{name}[{i}]")
+            parts.append(_compile(spec, child, frozenset(keys), walk, depth + 1))
+            walk.path.pop()
+        if parts:
+            clauses.append(and_(*parts) if name == "and" else or_(*parts))
+    if not clauses:
+        return true()
+    return and_(*clauses)
+
+
+def _field(f: Field, ops: Any, walk: _Walk, where: str) -> ColumnElement[bool]:
+    per_column: list[ColumnElement[bool]] = []
+    for column in f.columns:
+        conds: list[ColumnElement[bool]] = []
+        for attr in OPERATORS:
+            operand = getattr(ops, attr, None)
+            if operand is None:
+                continue
+            walk.terms += 1
+            if walk.terms > MAX_TERMS:
+                raise QueryError(f"{where}.{f.name}: more than {MAX_TERMS} conditions in one "
+                                 f"filter; split the query")
+            if attr == "in_":
+                if len(operand) > MAX_IN:
+                    raise QueryError(f"{where}.{f.name}.in: {len(operand)} values, at most "
+                                     f"{MAX_IN}; split the query")
+                conds.append(column.in_(list(operand)) if operand else false())
+            else:
+                conds.append({"equal_to": column.__eq__, "greater_than": column.__gt__,
+                              "greater_than_or_equal_to": column.__ge__,
+                              "less_than": column.__lt__,
+                              "less_than_or_equal_to": column.__le__}[attr](operand))
+        if not conds:
+            raise QueryError(f"{where}.{f.name}: give an operator "
+                             f"({', '.join(OPERATORS.values())})")
+        per_column.append(and_(*conds))
+    cond = per_column[0] if len(per_column) == 1 else or_(*per_column)
+    return f.wrap(cond) if f.wrap else cond
+
+
+def _event_names(cond: ColumnElement[bool]) -> ColumnElement[bool]:
+    return select(EventAccountRow.event_idx).where(
+        EventAccountRow.network_id == EventRow.network_id,
+        EventAccountRow.block_number == EventRow.block_number,
+        EventAccountRow.event_idx == EventRow.idx, cond).exists()
+
+
+#: The filters of each list, by the attribute names of their GraphQL inputs (schema.py).
+TRANSFERS = {
+    "from_": Field("from", (TransferRow.sender,), key=True),
+    "to": Field("to", (TransferRow.recipient,), key=True),
+    "account": Field("account", (TransferRow.sender, TransferRow.recipient), key=True),
+    "block_number": Field("blockNumber", (TransferRow.block_number,), block_number=True),
+}
+EXTRINSICS = {
+    "signer": Field("signer", (ExtrinsicRow.signer,), key=True),
+    "pallet": Field("pallet", (ExtrinsicRow.pallet,), key=True),
+    "call": Field("call", (ExtrinsicRow.call,), needs=("pallet",)),
+    "success": Field("success", (ExtrinsicRow.success,),
+                     needs=("signer", "pallet", "hash", BLOCK_RANGE)),
+    "hash": Field("hash", (ExtrinsicRow.hash,), key=True),
+    "block_number": Field("blockNumber", (ExtrinsicRow.block_number,), block_number=True),
+}
+EVENTS = {
+    "pallet": Field("pallet", (EventRow.pallet,), key=True),
+    "name": Field("name", (EventRow.name,), needs=("pallet", BLOCK_RANGE)),
+    "account": Field("account", (EventAccountRow.account,), key=True, wrap=_event_names),
+    "block_number": Field("blockNumber", (EventRow.block_number,), block_number=True),
+}
