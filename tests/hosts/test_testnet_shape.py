@@ -662,8 +662,10 @@ def test_cycle_killed_in_reset_authorities_finishes_with_resume(world):
     # the nodes are still stopped, so stop-nodes is not done again.
     again = {p["name"]: p for p in report["phases"][len(killed["phases"]):]}
     assert again["stop-nodes"]["status"] == "checked", again["stop-nodes"]
-    # The services were staged and restarted once, by the killed run.
-    assert names.count("stage-services") == 1 and names.count("restart-services") == 1
+    # The services were staged and restarted once: what the killed run did is kept, not redone.
+    for name in ("stage-services", "restart-services"):
+        runs = [p for p in report["phases"] if p["name"] == name and p["status"] != "checked"]
+        assert len(runs) == 1, (name, report["phases"])
     interrupted = next(p for p in report["phases"] if p["name"] == "reset-authorities")
     assert interrupted["status"] == "interrupted"
     assert_new_chain(world, report, old)
