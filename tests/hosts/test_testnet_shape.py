@@ -20,6 +20,9 @@ and why:
   installing it to the machine's provisioning;
 - the certificates come from a throwaway CA made in the test's directory (tests/hosts/tls.py,
   `NET_TESTNET_TLS_DIR`);
+- the gateway admits workers on private addresses (`gateway_allow_private_endpoints`): the
+  operator's worker announces full-node-1's address on the test bridge (10.77.n.0/24), where a
+  real operator's is public;
 - no resolver here knows the `*.testnet.invalid` names: every command the test runs on the
   controller (ansible-playbook, `ops-tools`) runs in a mount namespace of its own whose
   /etc/hosts names the machines and the public names (`named`), and trusts the test CA
@@ -241,8 +244,10 @@ def write_testnet_inventory(base: Path, fleet: Fleet, overrides: dict[str, Any])
 
     for node_group in groups["nodes"]["children"].values():
         point(node_group.get("hosts") or {}, {})
-    for group in groups["services"]["children"].values():
-        point(group["hosts"], {})
+    for name, group in groups["services"]["children"].items():
+        # The operator's worker announces its machine's address, private on the test bridge.
+        point(group["hosts"], {"gateway_allow_private_endpoints": True} if name == "gateways"
+              else {})
     point(groups["edge"]["hosts"], {})
     point(groups["docs"]["hosts"], {})
     (inv / "hosts.yml").write_text(yaml.safe_dump(shape, sort_keys=False))
