@@ -117,6 +117,7 @@ class Nginx:
             docs_nginx_user=getpass.getuser(), docs_root_dir=str(self.root),
             docs_nginx_mime_types="/etc/nginx/mime.types", docs_listen_address="127.0.0.1",
             docs_port=self.port, docs_site_dir=str(site_dir), docs_program_name="net-docs",
+            docs_service_manager="supervisor", docs_tls=False,  # as on the local network
         ))
         log = (self.root / "logs" / "stdout.log").open("wb")
         self.proc = subprocess.Popen(

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import jinja2
 import pytest
+import yaml
 
 from tests.docsite.conftest import ROLE_TEMPLATES
 
@@ -19,11 +20,15 @@ def _render(out: Path, *, tls: bool, cert: Path, key: Path) -> Path:
         undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
     )
     site = out / "net-docs.conf"
-    site.write_text(env.get_template("etc/nginx/sites-available/net-docs.conf.j2").render(
+    # The role's defaults (the TLS policy, HSTS, stapling), then what a host sets.
+    defaults = yaml.safe_load((ROLE_TEMPLATES.parent / "defaults" / "main.yml").read_text())
+    host = dict(
         docs_public_hostname="docs.testnet.invalid", docs_tls=tls, docs_tls_certificate=str(cert),
         docs_tls_certificate_key=str(key), docs_http_port=18081, docs_https_port=18443,
         docs_site_dir=str(out / "site"),
-    ))
+    )
+    site.write_text(env.get_template("etc/nginx/sites-available/net-docs.conf.j2").render(
+        {**defaults, **host}))
     return site
 
 
