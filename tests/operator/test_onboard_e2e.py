@@ -143,6 +143,10 @@ def play(net: dict, sshd: Sshd) -> tuple[subprocess.CompletedProcess, dict]:
         "operator_keystore_dir": net["env"]["NET_KEYSTORE"],
         "operator_service_manager": "supervisor",
         "operator_supervisor_conf": str(net["supervisor_conf"]),
+        # Under the test network's supervisord, as its other programs: the state directory is
+        # in pytest's private temporary tree, which the worker's own user could not pass
+        # through (its own user is checked on a systemd host: tests/hosts/test_testnet_shape).
+        "operator_service_user": "",
         "operator_worker_host": "127.0.0.1", "operator_worker_port": net["worker_port"],
     }
     inventory = net["tmp"] / "gpu-hosts.yml"
