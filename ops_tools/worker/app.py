@@ -1,7 +1,7 @@
 """The worker's HTTP side: the gateway's requests forwarded to the engine.
 
 An inference request must carry this worker's own token, the one the gateway returned to its
-latest accepted announcement (ops_tools/services/gateway/worker_token.py): no other worker's token,
+latest accepted announcement (ops_tools/chain/wire/worker_token.py): no other worker's token,
 nor anything an announced endpoint has seen, opens this one."""
 
 from __future__ import annotations

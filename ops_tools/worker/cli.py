@@ -13,8 +13,8 @@ from typing import Any
 import uvicorn
 from substrateinterface import Keypair
 
+from ops_tools.chain.keys import keypair_from_file
 from ops_tools.errors import OpsError
-from ops_tools.services.common.secrets import read_secret as _read_secret
 from ops_tools.wallet.keystore import Keystore, default_keystore_dir
 from ops_tools.wallet.passphrase import read_passphrase_file
 from ops_tools.worker import app as server
@@ -24,14 +24,9 @@ from ops_tools.worker.engines import HttpEngine, TestEngine
 from ops_tools.worker.liveness import Liveness
 
 
-def read_secret(path: Path, field: str) -> str:
-    return _read_secret(path, key=field).strip()
-
-
 def load_keypair(s: settings.WorkerSettings) -> Keypair:
     if s.dev_suri_file is not None:
-        return Keypair.create_from_uri(read_secret(s.dev_suri_file, "dev_suri_file"),
-                                       ss58_format=42)
+        return keypair_from_file(s.dev_suri_file, key="dev_suri_file")
     assert s.passphrase_file is not None
     keystore = Keystore(s.keystore_dir or default_keystore_dir())
     return keystore.unlock_hotkey(s.account, read_passphrase_file(s.passphrase_file))

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ops_tools.wallet import verify_heartbeat_payload
+from ops_tools.chain.wire.heartbeat import verify_heartbeat_payload
 
 from .conftest import WALLET_CLI, Wallet, assert_clean_failure
 from .devnode_fixture import DevNode, fund, rpc_call, run_devnode

@@ -22,6 +22,7 @@ from sqlalchemy.exc import IntegrityError
 
 from ops_tools.chain.rpc import RpcError
 from ops_tools.errors import InputError
+from ops_tools.secrets import read_secret
 from ops_tools.services.attestation import inputs, signed_request
 from ops_tools.services.attestation import store as reports
 from ops_tools.services.attestation.config import AttestationSettings
@@ -38,7 +39,6 @@ from ops_tools.services.common.hashing import load_or_create_salt
 from ops_tools.services.common.migrations import migrate
 from ops_tools.services.common.ratelimit import LimitExceeded, RateLimiter, Rule
 from ops_tools.services.common.readiness import ChainWatch, database_check
-from ops_tools.services.common.secrets import read_secret
 
 log = logging.getLogger("ops_tools.services.attestation")
 MIGRATIONS = Path(__file__).parent / "migrations"

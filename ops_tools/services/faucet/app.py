@@ -22,7 +22,9 @@ from prometheus_client import CollectorRegistry
 from pydantic import BaseModel, ConfigDict, Field
 from substrateinterface import Keypair
 
+from ops_tools.chain.keys import keypair_from_secret
 from ops_tools.errors import InputError
+from ops_tools.secrets import read_secret
 from ops_tools.services.common import logs
 from ops_tools.services.common.app import ServiceInfo, create_app
 from ops_tools.services.common.clientip import client_ip
@@ -31,7 +33,7 @@ from ops_tools.services.common.errors import ApiError
 from ops_tools.services.common.migrations import migrate
 from ops_tools.services.common.ratelimit import RateLimiter
 from ops_tools.services.common.readiness import ChainWatch, database_check
-from ops_tools.services.common.secrets import read_secret, secret_from
+from ops_tools.services.common.secrets import secret_from
 from ops_tools.services.faucet.config import FaucetSettings
 from ops_tools.services.faucet.lease import SignerLease
 from ops_tools.services.faucet.metrics import FaucetMetrics
@@ -108,13 +110,8 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 def load_keypair(settings: FaucetSettings) -> Keypair:
     seed = secret_from(settings.seed_file, SEED_ENV, key="seed_file")
     logs.redact(seed)
-    try:
-        return Keypair.create_from_uri(seed, ss58_format=settings.ss58_prefix)
-    except Exception:
-        where = settings.seed_file or SEED_ENV
-        raise InputError(
-            f"seed_file: {where}: not a mnemonic, 0x seed or secret URI (//Name); fix its content"
-        ) from None
+    return keypair_from_secret(seed, key=f"seed_file: {settings.seed_file or SEED_ENV}",
+                               ss58_format=settings.ss58_prefix)
 
 
 def load_salt(settings: FaucetSettings, ledger: Ledger) -> bytes:

@@ -22,9 +22,10 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ops_tools.chain.wire.announce import verify_announce
+from ops_tools.chain.wire.heartbeat import verify_heartbeat_payload
 from ops_tools.services.gateway import openai_errors as oe
 from ops_tools.services.gateway import store, usage, wire
-from ops_tools.services.gateway.announce import verify_announce
 from ops_tools.services.gateway.asgi_stream import (
     DisconnectWatch,
     Receive,
@@ -43,7 +44,6 @@ from ops_tools.services.gateway.sse import (
     classify,
     error_event,
 )
-from ops_tools.wallet.heartbeat_payload import verify_heartbeat_payload
 
 TEST_MODE_HEADER = "X-Net-Test-Mode"
 JSON = "application/json"

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from ops_tools.errors import InputError
+from ops_tools.secrets import read_secret
 from ops_tools.services.common.clientip import client_ip
 from ops_tools.services.common.hashing import load_or_create_salt, salted_hash
-from ops_tools.services.common.secrets import read_secret, secret_from
+from ops_tools.services.common.secrets import secret_from
 from ops_tools.services.common.settings import ServiceSettings, SettingsError, load_settings
 
 

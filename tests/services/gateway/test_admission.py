@@ -19,7 +19,7 @@ import httpx
 import pytest
 from substrateinterface import Keypair
 
-from ops_tools.services.gateway.announce import sign_announce
+from ops_tools.chain.wire.announce import sign_announce
 
 from .conftest import TOKEN, make_key
 from .harness import (
