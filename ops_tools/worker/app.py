@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ops_tools.services.gateway.asgi_stream import DisconnectWatch, PassThrough
+from ops_tools.asgi_stream import DisconnectWatch, PassThrough
 from ops_tools.worker.engines import HttpEngine, TestEngine
 
 JSON = "application/json"

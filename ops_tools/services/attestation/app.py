@@ -20,10 +20,11 @@ from prometheus_client import Counter
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy.exc import IntegrityError
 
+from ops_tools.attestation import inputs
 from ops_tools.chain.rpc import RpcError
 from ops_tools.errors import InputError
 from ops_tools.secrets import read_secret
-from ops_tools.services.attestation import inputs, signed_request
+from ops_tools.services.attestation import signed_request
 from ops_tools.services.attestation import store as reports
 from ops_tools.services.attestation.config import AttestationSettings
 from ops_tools.services.attestation.gpu import GpuProfile

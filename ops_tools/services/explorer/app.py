@@ -21,8 +21,8 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ops_tools.services.attestation import inputs
-from ops_tools.services.attestation.tdx import TD_BODY_FIELDS
+from ops_tools.attestation import inputs
+from ops_tools.attestation.tdx import TD_BODY_FIELDS
 from ops_tools.services.common.app import ServiceInfo, create_app
 from ops_tools.services.common.readiness import ChainWatch, CheckResult, ReadyCheck
 from ops_tools.services.explorer.chain import ChainReader, ChainUnavailable, Registration

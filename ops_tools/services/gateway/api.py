@@ -22,17 +22,17 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ops_tools.chain.wire.announce import verify_announce
-from ops_tools.chain.wire.heartbeat import verify_heartbeat_payload
-from ops_tools.services.gateway import openai_errors as oe
-from ops_tools.services.gateway import store, usage, wire
-from ops_tools.services.gateway.asgi_stream import (
+from ops_tools.asgi_stream import (
     DisconnectWatch,
     Receive,
     Send,
     body_message,
     start_message,
 )
+from ops_tools.chain.wire.announce import verify_announce
+from ops_tools.chain.wire.heartbeat import verify_heartbeat_payload
+from ops_tools.services.gateway import openai_errors as oe
+from ops_tools.services.gateway import store, usage, wire
 from ops_tools.services.gateway.endpoints import endpoint_problem
 from ops_tools.services.gateway.router import Worker
 from ops_tools.services.gateway.service import ChainUnavailable, GatewayState
