@@ -146,8 +146,3 @@ def onboard(opts: Options, display: Display,
     finally:
         ctx.close()
     return result
-
-
-def steps_json(journal: Journal) -> list[dict[str, Any]]:
-    return [{"step": s.name, "status": s.status, "attempts": s.attempts, "detail": s.detail}
-            for s in journal.steps]
