@@ -74,6 +74,10 @@ def connect(url: str, timeout_s: float, *, ss58_format: int | None = None,
     fails the call instead of silently re-sending on a new one (what a submitter needs).
     Addresses are in ``ss58_format``, by default the one the chain declares."""
     given = SS58_FORMAT if ss58_format is None else ss58_format
+    # Auto-discovery asks the node for its chain name inside the constructor, before the HTTP
+    # session below has its timeout (a node that never answers held the caller forever); the
+    # types come from the runtime's own metadata (V14+), so there is nothing to discover.
+    kwargs.setdefault("auto_discover", False)
     if is_websocket(url):
         substrate = cls(url=url, ss58_format=given, ws_options={"timeout": timeout_s},
                         auto_reconnect=reconnect, **kwargs)
