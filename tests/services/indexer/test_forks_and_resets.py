@@ -79,6 +79,53 @@ def test_blocks_of_the_losing_branch_are_rolled_back(tmp_path):
         alice.stop()
 
 
+def test_a_finalized_block_replaced_on_the_same_genesis_is_reported_and_followed(tmp_path):
+    # The node's history is replaced under the index without a new genesis: the same chain
+    # spec started again on an empty database (a reset that kept the chain spec), so every
+    # block above the genesis, finalized ones included, is another block.
+    spec = raw_spec(plain_spec(tmp_path / "one.json", chain_id="settled_net", slot_ms=300))
+    first = DevNode(tmp_path / "first", str(spec), name="first").start()
+    second = _on_port(DevNode(tmp_path / "second", str(spec), name="second"), first.rpc_port)
+    ix = Indexer(tmp_path / "indexer", first.ws, f"sqlite:///{tmp_path / 'indexer.db'}")
+    try:
+        ix.start()
+        ix.wait_for(lambda: (ix.status() or {}).get("finalizedHeight", -1) >= 3, 60,
+                    "the index to record finalized blocks")
+        replaced = indexed_blocks(ix)
+        finalized = ix.status()["finalizedHeight"]
+        first.stop()
+        second.start()
+        genesis = second.call("chain_getBlockHash", [0])
+        assert genesis == replaced[0]  # the same network: no reset for the indexer
+        second.wait_for(lambda: second.best() >= finalized + 2, 60, "the second history")
+        assert second.call("chain_getBlockHash", [finalized]) != replaced[finalized]
+
+        def follows_second() -> bool:
+            st = ix.status()
+            if not st or st["height"] < finalized + 2:
+                return False
+            return all(second.call("chain_getBlockHash", [n]) == h
+                       for n, h in indexed_blocks(ix).items() if n <= st["height"])
+        ix.wait_for(follows_second, 90, "the index to follow the second history")
+        log = (tmp_path / "indexer" / "processor.log").read_text()
+        assert "finality violated" in log, log[-3000:]
+        assert "recorded as finalized, is no longer on the node's chain" in log
+        st = ix.status()
+        assert st["resetCount"] == 0 and st["genesisHash"] == genesis
+        assert st["finalizedHeight"] <= second.finalized()
+        if st["finalizedHeight"] >= 0:
+            assert st["finalizedHash"] == second.call("chain_getBlockHash",
+                                                      [st["finalizedHeight"]])
+        for number, block_hash in replaced.items():
+            if number > 0:
+                assert ix.data("query($h: String) { block(hash: $h) { number } }",
+                               {"h": block_hash})["block"] is None, number
+    finally:
+        ix.stop()
+        second.stop()
+        first.stop()
+
+
 def _on_port(node: DevNode, port: int) -> DevNode:
     i = node.args.index("--rpc-port")
     node.args[i + 1] = str(port)
