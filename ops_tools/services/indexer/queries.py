@@ -175,8 +175,9 @@ def blocks(conn: Connection, net: int, first: int, after: str | None, desc: bool
 
 def block_hashes(conn: Connection, net: int, low: int, high: int) -> dict[int, str]:
     """The stored hash of each block from ``low`` to ``high`` (a primary-key range)."""
-    return dict(conn.execute(select(BlockRow.number, BlockRow.hash).where(
-        BlockRow.network_id == net, BlockRow.number >= low, BlockRow.number <= high)).tuples())
+    rows = conn.execute(select(BlockRow.number, BlockRow.hash).where(
+        BlockRow.network_id == net, BlockRow.number >= low, BlockRow.number <= high))
+    return {r.number: r.hash for r in rows}
 
 
 def block(conn: Connection, net: int, number: int | None, hash_: str | None) -> Any:
