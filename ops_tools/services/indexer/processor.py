@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import logging
 import time
@@ -92,6 +93,7 @@ class ProcessorOptions:
     ss58_format: int = 42
 
 
+@functools.lru_cache(maxsize=65536)  # the same accounts are read again in every write group
 def _storage_key(prefix: bytes, address: str) -> str:
     return "0x" + (prefix + blake2_128_concat(bytes.fromhex(ss58_decode(address)))).hex()
 
