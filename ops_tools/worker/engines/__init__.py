@@ -8,8 +8,9 @@ picks one by ``engine_kind``.
 
 from __future__ import annotations
 
+from ops_tools.worker.config import ENGINE_KINDS
 from ops_tools.worker.engines.base import Answer, EngineLoad, HttpEngine
-from ops_tools.worker.engines.front import EngineFront
+from ops_tools.worker.engines.front import Engine, EngineFront
 from ops_tools.worker.engines.llamacpp import LlamaCppEngine
 from ops_tools.worker.engines.openai import OpenAIEngine
 from ops_tools.worker.engines.sglang import SGLangEngine
@@ -17,13 +18,10 @@ from ops_tools.worker.engines.test import TestEngine
 from ops_tools.worker.engines.trtllm import TrtLlmEngine
 from ops_tools.worker.engines.vllm import VllmEngine
 
-ENGINE_KINDS = ("vllm", "sglang", "trtllm", "llamacpp", "openai", "test")
 _HTTP: dict[str, type[HttpEngine]] = {
     "vllm": VllmEngine, "sglang": SGLangEngine, "trtllm": TrtLlmEngine,
     "llamacpp": LlamaCppEngine, "openai": OpenAIEngine,
 }
-Engine = TestEngine | HttpEngine
-
 
 def make_engine(kind: str, url: str, models: list[str], token_delay_ms: int = 0) -> Engine:
     if kind == "test":
@@ -31,5 +29,5 @@ def make_engine(kind: str, url: str, models: list[str], token_delay_ms: int = 0)
     return _HTTP[kind](url)
 
 
-__all__ = ["ENGINE_KINDS", "Answer", "Engine", "EngineFront", "EngineLoad", "HttpEngine", "TestEngine",
-           "make_engine"]
+__all__ = ["ENGINE_KINDS", "Answer", "Engine", "EngineFront", "EngineLoad", "HttpEngine",
+           "TestEngine", "make_engine"]
