@@ -78,11 +78,13 @@ def worker_main(argv: list[str] | None = None) -> None:
     assert s.engine_kind is not None
     engine = EngineFront(
         [make_engine(s.engine_kind, s.engine_url, s.models, s.test_engine_token_delay_ms)]
-        + [make_engine(extra.kind, extra.url, []) for extra in s.extra_engines])
+        + [make_engine(extra.kind, extra.url, []) for extra in s.extra_engines],
+        [[] if s.engine_kind == settings.TEST_ENGINE else list(s.models)]
+        + [list(extra.models) for extra in s.extra_engines])
     holder: dict[str, Liveness] = {}
 
     async def on_start() -> None:
-        models = s.models or await engine.models()
+        models = await engine.models()
         liveness = Liveness(s, keypair, models)
         holder["liveness"] = liveness
         liveness.start()

