@@ -23,6 +23,7 @@ from ops_tools.wallet.attest import ENV_ATTESTATION_URL
 from ops_tools.wallet.faucet_client import resolve_faucet_url
 from ops_tools.wallet.keystore import default_keystore_dir
 from ops_tools.wallet.rpc import resolve_rpc_url
+from ops_tools.worker.config import ENGINE_KINDS
 
 app = typer.Typer(help="Operator onboarding: GPU, wallet, funds, attestation, stake, worker.",
                   no_args_is_help=True)
@@ -85,6 +86,9 @@ def onboard(
                                           " (OpenAI-compatible base URL) the worker serves."),
     test_engine: bool = typer.Option(False, "--test-engine", help="Serve the built-in TEST"
                                      " ENGINE (no GPU, no weights; test network only)."),
+    engine_kind: str | None = typer.Option(
+        None, "--engine-kind", help="The engine's dialect: vllm, sglang, trtllm, llamacpp or"
+        " openai (any OpenAI-compatible server, the default); docs/inference.md."),
     model: list[str] = typer.Option([], "--model", help="Announce only these models."),
     no_gpu: bool = typer.Option(False, "--no-gpu", help="Record that the worker has no GPU"
                                 " (test network only)."),
@@ -121,6 +125,12 @@ def onboard(
     if test_engine == (engine_url is not None):
         raise InputError("--engine-url / --test-engine: give exactly one (the engine the worker"
                          " serves, or the built-in test engine on the test network)")
+    if engine_kind is not None and (engine_kind not in ENGINE_KINDS or engine_kind == "test"):
+        raise InputError(f"--engine-kind: {engine_kind!r}: use one of vllm, sglang, trtllm,"
+                         " llamacpp, openai (the test engine is --test-engine)")
+    if engine_kind is not None and test_engine:
+        raise InputError("--engine-kind: the built-in test engine has no other dialect; give"
+                         " --engine-url with --engine-kind")
     local = paths.localnet_dir()
     local_supervisor = _local(paths.supervisor_conf(local))
     if service_manager is None:
@@ -144,6 +154,7 @@ def onboard(
         gateway_url=_gateway_url(gateway_url),
         stake=stake,
         engine_url=TEST_ENGINE if test_engine else str(engine_url).rstrip("/"),
+        engine_kind=engine_kind,
         models=model,
         no_gpu=no_gpu,
         gateway_key_file=gateway_key_file

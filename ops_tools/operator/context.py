@@ -34,6 +34,7 @@ class Options:
     gateway_url: str
     stake: int | None = None  # None: MinStake
     engine_url: str = TEST_ENGINE  # "test" (--test-engine) or an OpenAI-compatible engine's URL
+    engine_kind: str | None = None  # the engine's dialect (--engine-kind); None: the worker's
     models: list[str] = field(default_factory=list)
     no_gpu: bool = False
     # An API key of the gateway for the test request; None: no test request.

@@ -33,6 +33,8 @@ def worker_config(opts: Options, genesis_hash: str, passphrase_file: Path) -> st
         "state_dir": str(opts.state_dir),
         "log_level": "info",
     }
+    if opts.engine_kind is not None:
+        config["engine_kind"] = opts.engine_kind
     return "# Written by ops-tools operator onboard (docs/operator.md).\n" + yaml.safe_dump(
         config, sort_keys=True)
 
