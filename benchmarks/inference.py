@@ -1,0 +1,123 @@
+"""A real model through the gateway against the same model called directly: time to first token
+(TTFT) and generated tokens per second at 1, 4 and 8 concurrent clients.
+
+    ops-tools localnet up --engine llamacpp --json > /tmp/net.json
+    python benchmarks/inference.py --net /tmp/net.json [--rounds N] [--max-tokens N]
+
+Both paths end at worker-0's llama.cpp server (llama-cpp-python, Gemma 3 270M Q4_K_M, two
+threads) on the local network:
+
+- direct:   client -> llama.cpp server
+- gateway:  client -> net-gateway -> net-worker -> llama.cpp server (key check, budget
+            reservation, routing, receipt; the worker adds the stream's usage chunk)
+
+Each client sends streamed completions (``stream_options.include_usage``) at temperature 0, one
+after another; direct and gateway runs alternate round by round, so a change in the machine's
+load hits both. TTFT is to the first chunk carrying text; tokens/s is the completion tokens of
+every request of a run (the engine's usage) over the run's wall time. The engine answers one
+request at a time (llama-cpp-python's server holds a lock), so more clients queue: TTFT grows
+with them on both paths. Overhead = gateway - direct, in ms and as a share of the direct TTFT.
+The load generator shares the machine's cores with the servers: the 1-minute load average is
+printed at the start and the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+PROMPTS = ["The capital of France is", "Water boils at", "The largest planet is",
+           "A good breakfast includes", "The first computers were", "Rain forms when"]
+
+
+@dataclass
+class Run:
+    ttft_ms: list[float]
+    tokens: int
+    wall_s: float
+
+
+async def one(client: httpx.AsyncClient, url: str, headers: dict[str, str], prompt: str,
+              max_tokens: int) -> tuple[float, int]:
+    body = {"model": "gemma-3-270m", "prompt": prompt, "max_tokens": max_tokens,
+            "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
+    start = time.perf_counter()
+    first: float | None = None
+    tokens = 0
+    async with client.stream("POST", url + "/v1/completions", json=body,
+                             headers=headers) as response:
+        response.raise_for_status()
+        async for line in response.aiter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            event = json.loads(line[6:])
+            if first is None and event.get("choices") and event["choices"][0].get("text"):
+                first = time.perf_counter()
+            if event.get("usage"):
+                tokens = int(event["usage"]["completion_tokens"])
+    assert first is not None and tokens > 0, "no text or no usage in the stream"
+    return (first - start) * 1000, tokens
+
+
+async def run(url: str, headers: dict[str, str], clients: int, per_client: int,
+              max_tokens: int) -> Run:
+    async with httpx.AsyncClient(timeout=600) as client:
+        async def worker(index: int) -> list[tuple[float, int]]:
+            return [await one(client, url, headers, PROMPTS[(index + i) % len(PROMPTS)],
+                              max_tokens) for i in range(per_client)]
+
+        start = time.perf_counter()
+        results = await asyncio.gather(*(worker(i) for i in range(clients)))
+        wall = time.perf_counter() - start
+    flat = [r for rs in results for r in rs]
+    return Run([t for t, _ in flat], sum(n for _, n in flat), wall)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--net", type=Path, required=True,
+                        help="the output of ops-tools localnet up --engine llamacpp --json")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--per-client", type=int, default=2)
+    parser.add_argument("--max-tokens", type=int, default=32)
+    args = parser.parse_args()
+    net = json.loads(args.net.read_text())
+    engine = next(w for w in net["workers"] if w["engine_kind"] == "llamacpp")
+    paths = {"direct": (engine["engine_url"], {}),
+             "gateway": (net["public"]["gateway_url"],
+                         {"Authorization": f"Bearer {net['gateway_api_key']}"})}
+    print(f"load average at start: {os.getloadavg()[0]:.2f}")
+    asyncio.run(run(*paths["direct"], 1, 1, args.max_tokens))  # warm the model and the pools
+    asyncio.run(run(*paths["gateway"], 1, 1, args.max_tokens))
+    print("clients | path    | TTFT p50 ms | TTFT p90 ms | tokens/s | overhead TTFT p50")
+    for clients in (1, 4, 8):
+        runs: dict[str, list[Run]] = {"direct": [], "gateway": []}
+        for _ in range(args.rounds):
+            for name in ("direct", "gateway"):
+                runs[name].append(asyncio.run(run(*paths[name], clients, args.per_client,
+                                                  args.max_tokens)))
+        summary = {}
+        for name, rs in runs.items():
+            ttft = sorted(t for r in rs for t in r.ttft_ms)
+            rate = sum(r.tokens for r in rs) / sum(r.wall_s for r in rs)
+            summary[name] = (statistics.median(ttft), ttft[int(0.9 * (len(ttft) - 1))], rate)
+        d, g = summary["direct"], summary["gateway"]
+        for name, (p50, p90, rate) in summary.items():
+            extra = ""
+            if name == "gateway":
+                extra = (f"+{g[0] - d[0]:.1f} ms ({(g[0] - d[0]) / d[0] * 100:.1f} % of TTFT);"
+                         f" tokens/s {(g[2] - d[2]) / d[2] * 100:+.1f} %")
+            print(f"{clients:7} | {name:7} | {p50:11.1f} | {p90:11.1f} | {rate:8.1f} | {extra}")
+    print(f"load average at end: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
