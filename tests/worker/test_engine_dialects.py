@@ -13,6 +13,7 @@ import pytest
 
 from ops_tools.worker.app import build_app
 from ops_tools.worker.engines import EngineFront, EngineLoad, make_engine
+from ops_tools.worker.engines.base import normalise_error
 from tests.worker import engine_doubles
 from tests.worker.engine_doubles import DoubleState
 
@@ -126,3 +127,17 @@ def test_a_metrics_page_without_the_gauges_reports_no_load():
             await runner.cleanup()
 
     asyncio.run(run())
+
+
+@pytest.mark.parametrize(("status", "raw", "message", "kind"), [
+    (400, b'{"error": {"code": 400, "message": "bad n_predict", "type": "invalid_request_error"}}',
+     "bad n_predict", "invalid_request_error"),  # llama-server
+    (422, b'{"detail": [{"loc": ["body", "max_tokens"], "msg": "not an int"}]}',
+     '[{"loc":["body","max_tokens"],"msg":"not an int"}]', "invalid_request_error"),  # FastAPI
+    (502, b"<html>Bad Gateway</html>", "<html>Bad Gateway</html>", "server_error"),  # a proxy
+    (500, b"", "the engine answered 500", "server_error"),
+])
+def test_every_error_body_becomes_the_openai_shape(status, raw, message, kind):
+    doc = orjson.loads(normalise_error(status, raw))
+    assert doc == {"error": {"message": message, "type": kind, "param": None,
+                             "code": doc["error"]["code"]}}
