@@ -30,6 +30,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import os
 import statistics
 import sys
@@ -188,7 +189,8 @@ def measure(net: dict[str, Any], args: Any) -> None:
         for name, rs in runs.items():
             ttft = sorted(t for r in rs for t in r.ttft_ms)
             rate = sum(r.tokens for r in rs) / sum(r.wall_s for r in rs)
-            summary[name] = (statistics.median(ttft), ttft[int(0.9 * (len(ttft) - 1))], rate)
+            # nearest rank: with few samples p90 is the largest, never below p50
+            summary[name] = (statistics.median(ttft), ttft[math.ceil(0.9 * len(ttft)) - 1], rate)
         d, g = summary["direct"], summary["gateway"]
         for name, (p50, p90, rate) in summary.items():
             extra = ""
