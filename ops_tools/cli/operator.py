@@ -22,6 +22,7 @@ from ops_tools.wallet import inputs
 from ops_tools.wallet.attest import ENV_ATTESTATION_URL
 from ops_tools.wallet.faucet_client import resolve_faucet_url
 from ops_tools.wallet.keystore import default_keystore_dir
+from ops_tools.wallet.passphrase import resolve_passphrase
 from ops_tools.wallet.rpc import resolve_rpc_url
 
 app = typer.Typer(help="Operator onboarding: GPU, wallet, funds, attestation, stake, worker.",
@@ -182,6 +183,10 @@ def status(
         " local network's http://127.0.0.1:8004)."),
     faucet_url: str | None = typer.Option(None, "--faucet-url", help="Faucet (its drips are"
                                           " not earnings)."),
+    passphrase_file: Path | None = typer.Option(
+        None, "--passphrase-file", help="File holding the keystore passphrase (else"
+        " $NET_WALLET_PASSPHRASE, else a prompt): the gateway shows a worker only to a request"
+        " its operator's key signed."),
     keystore: Path | None = KeystoreOpt,
     json_out: bool = JsonOpt,
 ) -> None:
@@ -191,7 +196,8 @@ def status(
         name, keystore or default_keystore_dir(), resolve_rpc_url(rpc_url),
         _gateway_url(gateway_url),
         (indexer_url or os.environ.get("NET_INDEXER_URL") or "http://127.0.0.1:8004").rstrip("/"),
-        resolve_faucet_url(faucet_url))
+        resolve_faucet_url(faucet_url),
+        passphrase=lambda: resolve_passphrase(passphrase_file, confirm=False))
     if json_out:
         print_json(out)
         return

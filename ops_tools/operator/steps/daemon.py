@@ -142,7 +142,8 @@ def run(ctx: Context) -> Outcome:
     ctx.emit("waiting until the gateway lists the worker as live")
 
     def live() -> dict | str | None:
-        row = gateway_client.worker_view(opts.gateway_url, account)
+        row = gateway_client.worker_view(opts.gateway_url, ctx.keypair(),
+                                         str(ctx.journal.genesis_hash))
         if row is None:
             return "the gateway does not know the worker yet"
         return row if row.get("live") else str(row.get("reason"))
@@ -192,7 +193,8 @@ def check(ctx: Context) -> str | None:
     why = ""
     deadline = time.monotonic() + min(opts.timeout_s, 15)
     while True:
-        row = gateway_client.worker_view(opts.gateway_url, ctx.facts["account"])
+        row = gateway_client.worker_view(opts.gateway_url, ctx.keypair(),
+                                         str(ctx.journal.genesis_hash))
         if row is not None and row.get("live"):
             return None
         why = "it does not know the worker" if row is None else str(row.get("reason"))[:200]
