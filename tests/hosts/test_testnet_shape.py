@@ -497,6 +497,11 @@ def test_the_edge_serves_every_site_over_tls(world):
     hidden = {site: [edge(world, site, path)[0] for path in ("/metrics", "/openapi.json", "/docs")]
               for site in SERVICE_SITES.values()}
     assert all(status == 404 for statuses in hidden.values() for status in statuses), hidden
+    # Nor is the gateway's list of every worker; an operator's signed view of its own is.
+    assert [edge(world, "gateway", path)[0] for path in ("/v1/workers", "/v1/workers/")] \
+        == [404, 404]
+    status, anonymous = edge(world, "gateway", "/v1/workers/mine", {})
+    assert status == 401 and anonymous["error"]["code"] == "invalid_view_request", anonymous
     # ... and still served on the machine's loopback, where the monitoring asks.
     local = world["fleet"].by_name(SERVICES_MACHINE).ssh(
         "python3 -c 'import urllib.request as u; print(*(u.urlopen(\"http://127.0.0.1:%d/metrics\""
