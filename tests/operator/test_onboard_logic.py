@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from ops_tools.errors import OpsError
-from ops_tools.operator import gpu, gpu_probe, units
+from ops_tools.operator import gpu, gpu_probe, service_user, units
 from ops_tools.operator.context import Context, Options
 from ops_tools.operator.journal import Journal
 from ops_tools.operator.report import heartbeat_state
@@ -176,6 +178,49 @@ def test_systemd_unit_is_hardened_with_a_watchdog(tmp_path):
                  f"ExecStartPre=+/bin/chown -R net:net {opts.state_dir} {opts.keystore_dir}"):
         assert line in unit.splitlines()
     assert f"--config {opts.state_dir / 'worker.yml'}" in unit
+
+
+def test_the_worker_runs_as_its_own_unprivileged_user_unless_root_is_asked_for(tmp_path):
+    default = units.systemd_unit(options(tmp_path)).splitlines()
+    assert "User=net-worker" in default and "Group=net-worker" in default
+    assert any(line.startswith("ExecStartPre=+/bin/chown -R net-worker:net-worker")
+               for line in default)
+    asked = units.systemd_unit(options(tmp_path, service_user="root"))
+    assert "User=" not in asked and "chown" not in asked
+    # supervisord's programs run as the supervisord's user unless one is named.
+    assert "user=" not in units.supervisor_program(options(tmp_path, service_manager="supervisor"))
+    named = options(tmp_path, service_manager="supervisor", service_user="nobody")
+    assert "user=nobody" in units.supervisor_program(named).splitlines()
+
+
+@pytest.fixture
+def open_dir():
+    """A directory other users may pass through (pytest's base directory is 0700)."""
+    made = Path(tempfile.mkdtemp(prefix="net-open-"))
+    made.chmod(0o755)
+    try:
+        yield made
+    finally:
+        shutil.rmtree(made)
+
+
+def test_a_directory_the_worker_user_cannot_reach_is_refused_before_anything_is_written(
+        tmp_path, open_dir):
+    closed = open_dir / "home"
+    closed.mkdir(mode=0o700)
+    opts = options(tmp_path, service_user="nobody", state_dir=closed / "state",
+                   keystore_dir=open_dir / "ks")
+    assert service_user.closed_parent(opts.state_dir) == closed
+    with pytest.raises(OpsError) as refused:
+        service_user.prepare(opts, lambda _m: None)
+    assert f"--state-dir {closed / 'state'}" in str(refused.value)
+    assert "nobody cannot reach it" in str(refused.value) and "--service-user root" in str(
+        refused.value)
+    assert not (closed / "state").exists()
+    service_user.prepare(options(tmp_path, service_user="nobody", state_dir=open_dir / "state",
+                                 keystore_dir=open_dir / "ks"), lambda _m: None)
+    with pytest.raises(OpsError, match="--service-user no-such-user-x: no such user"):
+        service_user.prepare(options(tmp_path, service_user="no-such-user-x"), lambda _m: None)
 
 
 def test_worker_config_names_secret_files_never_their_content(tmp_path):

@@ -19,7 +19,7 @@ import httpx
 
 from ops_tools import atomic
 from ops_tools.errors import InputError, OpsError
-from ops_tools.operator import gateway_client, units
+from ops_tools.operator import gateway_client, service_user, units
 from ops_tools.operator.context import TEST_ENGINE, Context, Options
 from ops_tools.operator.steps import Outcome, gone
 
@@ -130,6 +130,8 @@ def run(ctx: Context) -> Outcome:
         except httpx.HTTPError as exc:
             raise OpsError(f"daemon: the engine at {opts.engine_url} does not answer /v1/models"
                            f" ({exc}); start it first, or fix --engine-url") from None
+    if opts.service_manager == "systemd":
+        service_user.prepare(opts, ctx.emit)
     for path, content in files.items():
         atomic.write_bytes(path, content, mode=0o600)
     if opts.service_manager == "systemd":
