@@ -105,8 +105,10 @@ DEV_SECRETS = {
 # What the services' groups take from their vaults: public development values (local.yml
 # endows //Faucet; the settlement account pays nothing here, no worker runs).
 SERVICE_VAULTS = {
-    "faucet": {"vault_faucet_seed": "//Faucet"},
-    "attestation": {"vault_attestation_mock_root_seed": "testnet-shape-seed-5d0c7a93e1f2"},
+    "faucet": {"vault_faucet_seed": "//Faucet",
+               "vault_faucet_salt": "testnet-shape-faucet-salt-8c1e4a7f"},
+    "attestation": {"vault_attestation_mock_root_seed": "testnet-shape-seed-5d0c7a93e1f2",
+                    "vault_attestation_salt": "testnet-shape-attestation-salt-2b9d"},
     "gateways": {"vault_gateway_worker_secret": "testnet-shape-worker-secret-4b8e1f0c2d7a9e6b3c5f",
                  "vault_gateway_settlement_seed": "//Ferdie"},
 }
