@@ -100,7 +100,8 @@ def test_testnet_inventory_has_the_public_networks_shape() -> None:
     assert (ROOT / "inventories/testnet/group_vars/authorities/vault.yml.example").is_file()
     # The limits' salts too: one secret for every instance on a database, never per host.
     for service, host in (("faucet", "faucet-0"), ("attestation", "attestation-0")):
-        assert inv["_meta"]["hostvars"][host][f"{service}_salt"] == f"{{{{ vault_{service}_salt }}}}"
+        salt = inv["_meta"]["hostvars"][host][f"{service}_salt"]
+        assert salt == f"{{{{ vault_{service}_salt }}}}"
         example = ROOT / f"inventories/testnet/group_vars/{service}/vault.yml.example"
         assert f"vault_{service}_salt:" in example.read_text()
 
