@@ -104,6 +104,9 @@ def test_testnet_inventory_has_the_public_networks_shape() -> None:
         assert salt == f"{{{{ vault_{service}_salt }}}}"
         example = ROOT / f"inventories/testnet/group_vars/{service}/vault.yml.example"
         assert f"vault_{service}_salt:" in example.read_text()
+    # The gateway's list of every worker is not published (operators read their own, signed).
+    gateway_site = inv["_meta"]["hostvars"]["edge-services-0"]["edge_site_catalog"]["gateway"]
+    assert gateway_site["hidden_paths"] == ["~ ^/v1/workers/?$"]
 
 
 def _machine(hostvars: dict) -> str:
