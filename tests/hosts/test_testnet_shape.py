@@ -650,8 +650,8 @@ def test_cycle_killed_in_reset_authorities_finishes_with_resume(world):
         proc.wait()
     killed = journal(world)
     assert killed["status"] == "running"
-    assert killed["phases"][-1]["name"] == "reset-authorities"
-    assert killed["phases"][-1]["status"] == "running"
+    assert killed["steps"][-1]["name"] == "reset-authorities"
+    assert killed["steps"][-1]["status"] == "running"
     # Killed mid-reset: the network is down (the nodes were stopped before the purge); the
     # edge answers for it.
     status, answer = public_rpc(world, "chain_getBlockHash", [0])
@@ -665,7 +665,7 @@ def test_cycle_killed_in_reset_authorities_finishes_with_resume(world):
     assert names.count("reset-authorities") == 2
     # What the killed run journaled as done is checked against the hosts before it is skipped:
     # the nodes are still stopped, so stop-nodes is not done again.
-    again = {p["name"]: p for p in report["phases"][len(killed["phases"]):]}
+    again = {p["name"]: p for p in report["phases"][len(killed["steps"]):]}
     assert again["stop-nodes"]["status"] == "checked", again["stop-nodes"]
     # The services were staged and restarted once: what the killed run did is kept, not redone.
     for name in ("stage-services", "restart-services"):

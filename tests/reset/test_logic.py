@@ -128,9 +128,9 @@ def test_a_phase_killed_while_running_is_marked_interrupted_on_resume(tmp_path):
     j.finish(j.begin("stop-nodes"))
     j.begin("reset-authorities")  # then SIGKILL: nothing records its end
     loaded = Journal.load(tmp_path / "journal.json")
-    loaded.mark_interrupted()
+    loaded.resume()
     again = Journal.load(tmp_path / "journal.json")
-    assert [(p.name, p.status) for p in again.phases] == [
+    assert [(p.name, p.status) for p in again.steps] == [
         ("stop-nodes", "done"), ("reset-authorities", "interrupted")]
     assert not again.done("reset-authorities")
 
