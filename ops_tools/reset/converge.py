@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ops_tools.deploy.paths import PLAYBOOKS, localnet_dir
+from ops_tools.programs import Program
 from ops_tools.reset.context import CycleContext
 
 
@@ -36,24 +37,10 @@ def stage_services(ctx: CycleContext) -> str:
 def restart_command(pending: dict[str, Any]) -> str:
     """The shell command that restarts a staged service and then promotes its manifest (what
     net_service_converge writes after a start of its own)."""
-    name = pending["name"]
     staged = shlex.quote(pending["pending"])
     # Already promoted when a killed cycle is resumed here: the restart is then only repeated.
     promote = f"{{ test ! -e {staged} || mv -f {staged} {shlex.quote(pending['manifest'])}; }}"
-    if pending["manager"] == "supervisor":
-        ctl = shlex.join(["supervisorctl", "-c", pending["supervisor_conf"]])
-        restart = f"{ctl} restart {shlex.quote(name)} >/dev/null"
-        if pending["reload"]:
-            # update restarts a program whose file changed and starts a new one; otherwise
-            # it says nothing and the restart is still due.
-            restart = (f'out=$({ctl} update {shlex.quote(name)}) && case "$out" in'
-                       f' *"process group"*) ;; *) {restart} ;; esac')
-    else:
-        unit = shlex.quote(f"{name}.service")
-        restart = f"systemctl enable {unit} && systemctl restart {unit}"
-        if pending["reload"]:
-            restart = f"systemctl daemon-reload && {restart}"
-    return f"{{ {restart}; }} && {promote}"
+    return f"{{ {Program.of(pending).apply(bool(pending['reload']))}; }} && {promote}"
 
 
 def restart_services(ctx: CycleContext) -> str:

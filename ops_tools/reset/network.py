@@ -79,7 +79,7 @@ def _reset_nodes(ctx: CycleContext, nodes: list[Node]) -> str:
         # (a database is never purged under a running node), and what is on the host may be
         # anything, so the purge reads the new spec, pushed first.
         ctx.machines.run("stop before the purge",
-                         {n.host: [n.ensure_stopped_command()] for n in nodes})
+                         {n.host: [n.stop_command()] for n in nodes})
         ctx.machines.put("push binary and spec", push)
         ctx.machines.run("purge chain data", {n.host: [n.purge_command()] for n in nodes})
     else:

@@ -186,6 +186,13 @@ def test_service_hooks_declare_what_a_reset_does():
     )
     assert hooks[0].after_reset() == ["rm -rf db", "start-i"]
     assert hooks[1].after_reset() == ["start-g"]
+    # A service that names its program is stopped and started through its service manager.
+    (named,) = load_hooks([{"name": "faucet", "host": "svc", "reset": "restart",
+                            "program": {"manager": "systemd", "name": "net-faucet"}}], {"svc"})
+    assert (named.stop, named.start) == ("systemctl stop net-faucet.service",
+                                         "systemctl start net-faucet.service")
+    with pytest.raises(InputError, match="give 'program' or the 'stop' command"):
+        load_hooks([{"name": "x", "host": "svc", "reset": "restart"}], {"svc"})
     with pytest.raises(InputError, match=r"net_services\[0\].reset"):
         load_hooks(
             [{"name": "x", "host": "svc", "reset": "explode", "stop": "a", "start": "b"}], {"svc"}
