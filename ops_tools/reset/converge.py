@@ -45,17 +45,26 @@ def restart_command(pending: dict[str, Any]) -> str:
 
 def restart_services(ctx: CycleContext) -> str:
     # The staged services restart at once, all of them together: each comes up not ready
-    # (naming both hashes) until the RPC node serves its genesis, then ready. A cycle resumed
-    # without a staged run (or one that staged nothing) converges the services play in the
-    # background instead; the services phase waits for it.
+    # (naming both hashes) until the RPC node serves its genesis, then ready. The RPC and full
+    # nodes (stop-nodes' first step) stop in the same batch: one round trip to the hosts, and
+    # the restarts (seconds: a graceful stop, then startsecs) overlap the nodes' shutdown
+    # instead of lengthening the downtime. A cycle resumed without a staged run (or one that
+    # staged nothing) converges the services play in the background instead; the services
+    # phase waits for it.
     if not ctx.inventory.hosts("services"):
         return "no platform services in the inventory"
     staged = ctx.facts.get("pending_services")
     if staged:
-        ctx.machines.run("restart the staged services",
-                         {host: [restart_command(p) for p in ps] for host, ps in staged.items()},
+        public = ctx.of_role("rpc", "full")
+        commands: dict[str, list[str]] = {n.host: [n.stop_command()] for n in public}
+        for host, ps in staged.items():
+            commands.setdefault(host, []).extend(restart_command(p) for p in ps)
+        ctx.machines.run("restart the staged services; stop the RPC and full nodes", commands,
                          parallel=True)
-        return f"restarted {', '.join(sorted(p['name'] for ps in staged.values() for p in ps))}"
+        ctx.facts["stopped_with_services"] = [n.host for n in public]
+        names = ", ".join(sorted(p["name"] for ps in staged.values() for p in ps))
+        stopped = f"; stopped {', '.join(n.host for n in public)} with them" if public else ""
+        return f"restarted {names}{stopped}"
     if staged is not None:
         return "no service needed a restart"
     from ops_tools.deploy.runner import run_playbook

@@ -57,7 +57,11 @@ def stop_services(ctx: CycleContext) -> str:
 def stop_nodes(ctx: CycleContext) -> str:
     # Public endpoint first, authorities last; the nodes of one step stop at once (several
     # nodes on one machine, as on the local network, need not wait for each other's shutdown).
-    steps = [ctx.of_role("rpc", "full"), ctx.of_role("authority")]
+    # restart-services stopped the RPC and full nodes with its restarts in this run; a resumed
+    # cycle stops them again (a stop of a stopped node is a no-op).
+    done = set() if ctx.opts.resume else set(ctx.facts.get("stopped_with_services", []))
+    steps = [[n for n in ctx.of_role("rpc", "full") if n.host not in done],
+             ctx.of_role("authority")]
     for nodes in steps:
         ctx.machines.run(f"stop {', '.join(n.host for n in nodes)}",
                          {n.host: [n.stop_command()] for n in nodes}, parallel=True)

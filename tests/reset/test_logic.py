@@ -12,7 +12,7 @@ from ops_tools.reset.decide import Action, Observed, decide
 from ops_tools.reset.hooks import load_hooks
 from ops_tools.reset.journal import Journal
 from ops_tools.reset.lock import LockHeld, cycle_lock
-from ops_tools.reset.nodes import LOCAL, machine_of
+from ops_tools.reset.nodes import LOCAL, Node, machine_of
 from ops_tools.reset.phases import DESTRUCTIVE, INSPECT, REPAIR, RESET, Phase
 from ops_tools.reset.recheck import CHECKS, KEPT, RERUN
 
@@ -250,16 +250,23 @@ def test_every_staged_service_of_a_host_is_restarted():
 
     staged = {"indexer-0": [pending("net-indexer-processor"), pending("net-indexer")],
               "faucet-0": [pending("net-faucet")]}
+    rpc = Node("rpc-0", "rpc", {"service": {"manager": "systemd", "name": "net-node"}})
     calls = []
     ctx = SimpleNamespace(
         inventory=SimpleNamespace(hosts=lambda group=None: list(staged)),
         facts={"pending_services": staged},
+        of_role=lambda *roles: [rpc] if "rpc" in roles else [],
         machines=SimpleNamespace(run=lambda what, cmds, parallel=False: calls.append(
             (cmds, parallel))),
     )
     detail = restart_services(ctx)
-    assert calls == [({h: [restart_command(p) for p in ps] for h, ps in staged.items()}, True)]
-    assert detail == "restarted net-faucet, net-indexer, net-indexer-processor"
+    # In one batch, at once: the restarts overlap the RPC node's shutdown (the downtime).
+    assert calls == [({"rpc-0": ["systemctl stop net-node.service"],
+                       **{h: [restart_command(p) for p in ps] for h, ps in staged.items()}},
+                      True)]
+    assert detail == ("restarted net-faucet, net-indexer, net-indexer-processor; stopped rpc-0"
+                      " with them")
+    assert ctx.facts["stopped_with_services"] == ["rpc-0"]
 
 
 def test_a_resumed_cycle_skips_the_build_only_while_its_artifact_is_intact(tmp_path):
