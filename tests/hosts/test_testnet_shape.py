@@ -676,6 +676,34 @@ def test_cycle_killed_in_reset_authorities_finishes_with_resume(world):
     assert_new_chain(world, report, old)
 
 
+def test_edge_down_is_repaired_by_its_role_and_the_chain_continues(world):
+    """The public endpoint's nginx stopped while every node serves: the cycle decides repair,
+    re-converges the edge with its role and touches no chain data (the chain continues)."""
+    genesis = public_genesis(world)
+    _, head = public_rpc(world, "chain_getHeader")
+    best = int(head["result"]["number"], 16)
+    stopped = world["fleet"].by_name("rpc-0").ssh("sudo systemctl stop nginx")
+    assert stopped.returncode == 0, stopped.stderr
+    with pytest.raises(OSError):  # the edge is down: nothing answers on the public name
+        public_rpc(world, "chain_getBlockHash", [0])
+    started = time.monotonic()
+    proc = _run(cycle_argv(world, "--yes"), world["env"])
+    _timed("reset-cycle repairing the edge", started)
+    assert proc.returncode == 0, _out(proc)
+    report = json.loads(proc.stdout)
+    assert report["decision"] == "repair", report
+    assert report["down"] == ["public endpoint"], report["down"]
+    phases = {p["name"]: p["detail"] for p in report["phases"]}
+    assert phases["repair-nodes"] == "every node answers"
+    assert "edge.yml re-converged" in phases["repair-edge"], phases
+    assert "edge-rpc-0" in phases["repair-edge"], phases
+    assert public_genesis(world) == genesis
+    _, head = public_rpc(world, "chain_getHeader")
+    assert int(head["result"]["number"], 16) > best  # the same chain, continued
+    for host in NODE_HOSTS:
+        assert manifest(world, host)["genesis_hash"] == genesis, host
+
+
 OPERATOR_WORKER_PORT = 8101  # group_vars/operator_workers' operator_worker_port
 
 
