@@ -268,18 +268,18 @@ class ResetCycle:
     def _phase(self, phase: Phase) -> None:
         if self.opts.dry_run and phase in DESTRUCTIVE:
             raise AssertionError(f"dry run reached destructive phase {phase}")
-        ctx = self.ctx
-        if self.journal is None:  # a dry run: nothing is journaled
-            self.opts.on_step(phase.value)
-            RUNNERS[phase](ctx)
-            return
-        step = runbook.Step(phase.value, lambda: RUNNERS[phase](ctx),
-                            lambda: recheck(phase, ctx))
+        ctx, journal = self.ctx, self.journal
         try:
-            runbook.settle(self.journal, step, _Display(self.opts.on_step))
+            if journal is None:  # a dry run: nothing is journaled
+                self.opts.on_step(phase.value)
+                RUNNERS[phase](ctx)
+            else:
+                runbook.settle(journal, runbook.Step(phase.value, lambda: RUNNERS[phase](ctx),
+                                                     lambda: recheck(phase, ctx)),
+                               _Display(self.opts.on_step))
         except OpsError as exc:  # HostOpFailed included
-            raise CycleFailed(
-                f"phase {phase.value} failed: {exc} (journal: {self.journal.path})") from None
+            where = f" (journal: {journal.path})" if journal else ""
+            raise CycleFailed(f"phase {phase.value} failed: {exc}{where}") from None
 
 
 class _Display:
