@@ -638,7 +638,7 @@ def test_cycle_killed_in_reset_authorities_finishes_with_resume(world):
                 current = journal(world)
             except (FileNotFoundError, ValueError):
                 current = {}
-            phases = current.get("phases", []) if current.get("cycle_id") != previous else []
+            phases = current.get("steps", []) if current.get("cycle_id") != previous else []
             if any(p["name"] == "reset-authorities" and p["status"] == "running"
                    for p in phases):
                 break
