@@ -427,7 +427,7 @@ def test_killed_in_the_start_phase_then_resume_completes_and_a_second_cycle_is_r
                 current = {}
             # Until the new cycle holds the lock and has written its journal, the file still
             # shows the previous cycle's phases: ignore it.
-            phases = current.get("phases", []) if current.get("cycle_id") != previous else []
+            phases = current.get("steps", []) if current.get("cycle_id") != previous else []
             if not refused and any(p["name"] == "stop-nodes" for p in phases):
                 second = cycle(env, suite, "--yes")
                 assert second.returncode != 0 and "another reset cycle is running" in second.stderr
