@@ -92,6 +92,7 @@ class Journal:
         else:
             rec.status, rec.started, rec.finished = "running", time.time(), None
             rec.attempts += 1
+        self.status, self.error = "running", None
         self.save()
         return rec
 

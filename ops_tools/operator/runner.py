@@ -168,6 +168,7 @@ def onboard(opts: Options, display: Display,
         preflight(ctx)
         for step in STEPS:
             settle(ctx, step, display, result)
+        ctx.journal.status = "completed"
         _remember_history(ctx)
     finally:
         ctx.close()

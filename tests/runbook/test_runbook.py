@@ -79,6 +79,8 @@ def test_a_failure_is_journaled_and_raised_as_it_came(tmp_path):
     with pytest.raises(KeyError):
         runbook.settle(journal, runbook.Step("t", bug, lambda: (True, "")))
     assert runbook.Journal.read(journal.path).record("t").detail == "KeyError: 'x'"
+    runbook.settle(journal, runbook.Step("s", lambda: "fine now", lambda: (True, "")))
+    assert (journal.status, journal.error) == ("running", None)  # the failure is past
 
 
 def test_resume_names_the_step_a_killed_run_was_in(tmp_path):
