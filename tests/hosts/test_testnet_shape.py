@@ -645,7 +645,7 @@ def test_cycle_killed_in_reset_authorities_finishes_with_resume(world):
                 current = journal(world)
             except (FileNotFoundError, ValueError):
                 current = {}
-            phases = current.get("phases", []) if current.get("cycle_id") != previous else []
+            phases = current.get("steps", []) if current.get("cycle_id") != previous else []
             if any(p["name"] == "reset-authorities" and p["status"] == "running"
                    for p in phases):
                 break
@@ -657,8 +657,8 @@ def test_cycle_killed_in_reset_authorities_finishes_with_resume(world):
         proc.wait()
     killed = journal(world)
     assert killed["status"] == "running"
-    assert killed["phases"][-1]["name"] == "reset-authorities"
-    assert killed["phases"][-1]["status"] == "running"
+    assert killed["steps"][-1]["name"] == "reset-authorities"
+    assert killed["steps"][-1]["status"] == "running"
     # Killed mid-reset: the network is down (the nodes were stopped before the purge); the
     # edge answers for it.
     status, answer = public_rpc(world, "chain_getBlockHash", [0])
@@ -672,7 +672,7 @@ def test_cycle_killed_in_reset_authorities_finishes_with_resume(world):
     assert names.count("reset-authorities") == 2
     # What the killed run journaled as done is checked against the hosts before it is skipped:
     # the nodes are still stopped, so stop-nodes is not done again.
-    again = {p["name"]: p for p in report["phases"][len(killed["phases"]):]}
+    again = {p["name"]: p for p in report["phases"][len(killed["steps"]):]}
     assert again["stop-nodes"]["status"] == "checked", again["stop-nodes"]
     # The services were staged and restarted once: what the killed run did is kept, not redone.
     for name in ("stage-services", "restart-services"):
@@ -681,6 +681,34 @@ def test_cycle_killed_in_reset_authorities_finishes_with_resume(world):
     interrupted = next(p for p in report["phases"] if p["name"] == "reset-authorities")
     assert interrupted["status"] == "interrupted"
     assert_new_chain(world, report, old)
+
+
+def test_edge_down_is_repaired_by_its_role_and_the_chain_continues(world):
+    """The public endpoint's nginx stopped while every node serves: the cycle decides repair,
+    re-converges the edge with its role and touches no chain data (the chain continues)."""
+    genesis = public_genesis(world)
+    _, head = public_rpc(world, "chain_getHeader")
+    best = int(head["result"]["number"], 16)
+    stopped = world["fleet"].by_name("rpc-0").ssh("sudo systemctl stop nginx")
+    assert stopped.returncode == 0, stopped.stderr
+    with pytest.raises(OSError):  # the edge is down: nothing answers on the public name
+        public_rpc(world, "chain_getBlockHash", [0])
+    started = time.monotonic()
+    proc = _run(cycle_argv(world, "--yes"), world["env"])
+    _timed("reset-cycle repairing the edge", started)
+    assert proc.returncode == 0, _out(proc)
+    report = json.loads(proc.stdout)
+    assert report["decision"] == "repair", report
+    assert report["down"] == ["public endpoint"], report["down"]
+    phases = {p["name"]: p["detail"] for p in report["phases"]}
+    assert phases["repair-nodes"] == "every node answers"
+    assert "edge.yml re-converged" in phases["repair-edge"], phases
+    assert "edge-rpc-0" in phases["repair-edge"], phases
+    assert public_genesis(world) == genesis
+    _, head = public_rpc(world, "chain_getHeader")
+    assert int(head["result"]["number"], 16) > best  # the same chain, continued
+    for host in NODE_HOSTS:
+        assert manifest(world, host)["genesis_hash"] == genesis, host
 
 
 OPERATOR_WORKER_PORT = 8101  # group_vars/operator_workers' operator_worker_port

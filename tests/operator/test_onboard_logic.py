@@ -52,7 +52,8 @@ def test_h100_is_detected_with_model_memory_driver_and_cc_mode(fake_path, tmp_pa
         ("NVIDIA H100 PCIe", 81559, "550.54.15")]
     assert found.cc_mode == "on"
     assert gpu.same_bus(found.pci[0].slot, found.gpus[0].pci_bus_id)
-    outcome = gpu_step.run(Context(options(tmp_path), Journal(tmp_path / "j.json", "op1")))
+    journal = Journal(path=tmp_path / "j.json", name="op1")
+    outcome = gpu_step.run(Context(options(tmp_path), journal))
     assert "NVIDIA H100 PCIe" in outcome.detail and outcome.facts["gpu"]["no_gpu"] is False
 
 
@@ -66,7 +67,7 @@ def test_no_gpu_stops_with_that_message(fake_path):
 def test_no_gpu_flag_records_a_worker_without_gpu(fake_path, tmp_path):
     fake_path("none")
     outcome = gpu_step.run(Context(options(tmp_path, no_gpu=True),
-                                   Journal(tmp_path / "j.json", "op1")))
+                                   Journal(path=tmp_path / "j.json", name="op1")))
     assert outcome.facts["gpu"] == {"no_gpu": True, "pci_devices": [], "gpus": [],
                                     "cc_mode": "unknown"}
 
@@ -243,7 +244,7 @@ def test_gpu_check_redoes_the_detection_when_the_gpus_are_gone(fake_path, tmp_pa
     """The journal records the H100; the server now shows none (or another answer): the check
     names it and the step is run again (which then stops with the detection's own error)."""
     fake_path("h100")
-    journal = Journal(tmp_path / "j.json", "op1")
+    journal = Journal(path=tmp_path / "j.json", name="op1")
     ctx = Context(options(tmp_path), journal)
     journal.finish(journal.begin("gpu"), "1 GPU", gpu_step.run(ctx).facts)
     assert gpu_step.check(ctx) is None
