@@ -30,8 +30,7 @@ log = logging.getLogger("ops_tools.services.explorer")
 
 def build_app(settings: ExplorerSettings) -> FastAPI:
     api = AttestationApi(settings.attestation_url, settings.upstream_timeout_s)
-    chain = ChainReader(settings.rpc_url, settings.anchor_cache_s,
-                        settings.upstream_timeout_s)
+    chain = ChainReader(settings.rpc_url, settings.anchor_cache_s, settings.upstream_timeout_s)
     watch = ChainWatch(settings.rpc_url, settings.genesis_hash)
 
     def upstream_ready() -> CheckResult:

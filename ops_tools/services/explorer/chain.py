@@ -54,6 +54,7 @@ class ChainReader:
     def __init__(self, rpc_url: str, cache_s: float, timeout_s: float) -> None:
         self.url = http_url(rpc_url)
         self.cache_s = cache_s
+        # A hung node fails the read within this, instead of holding every page behind the lock.
         self.timeout_s = timeout_s
         self._lock = threading.Lock()
         self._client: SubstrateInterface | None = None

@@ -17,7 +17,7 @@ from ops_tools.services.gateway import endpoints, usage, wire
 from ops_tools.services.gateway.openai_errors import OpenAIError
 from ops_tools.services.gateway.pricing import Price
 from ops_tools.services.gateway.router import ChainView, Router, RouterPolicy, Worker
-from ops_tools.services.gateway.sse import EventSplitter, LineTooLong, StreamTally, classify
+from ops_tools.sse import EventSplitter, LineTooLong, StreamTally, classify
 from ops_tools.worker import test_engine
 
 GENESIS = "0x" + "ab" * 32
