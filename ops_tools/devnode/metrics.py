@@ -27,6 +27,11 @@ def render(node: Node) -> str:
         "# HELP substrate_build_info A metric with a constant '1' value labeled by name, version",
         "# TYPE substrate_build_info gauge",
         f'substrate_build_info{{name="{node.name}",version="{node.version}",chain="{chain}"}} 1',
+        # The chain id survives a reset, the genesis hash does not: nodes that disagree on it
+        # serve different networks (roles/monitoring: NodesOnDifferentGenesis).
+        "# HELP net_node_genesis_info The genesis hash this node serves (constant 1)",
+        "# TYPE net_node_genesis_info gauge",
+        f'net_node_genesis_info{{genesis_hash="{node.chain.genesis_hash}",chain="{chain}"}} 1',
         "",
     ]
     return "\n".join(lines)
