@@ -65,6 +65,8 @@ class UpResult:
     public: dict[str, str]
     # The gateway's development API key (paid from //Alice), when a gateway is deployed.
     gateway_api_key: str | None = None
+    # prometheus_url and alertmanager_url, when the monitoring is deployed (roles/monitoring).
+    monitoring: dict[str, str] | None = None
 
 
 def devnode_binary() -> Path:
@@ -121,7 +123,8 @@ def up(on_step: Callable[[str], None] = lambda _: None, strategy: str | None = N
     _, finalized = wait_finality_advances(public.rpc, READY_TIMEOUT_S, since=baseline)
     services, urls = services_of(state, result.hosts)
     return UpResult(genesis, result.changed, finalized, endpoints, services,
-                    {"rpc_url": public.rpc, **urls}, gateway_api_key(state, services))
+                    {"rpc_url": public.rpc, **urls}, gateway_api_key(state, services),
+                    monitoring_of(state, result.hosts))
 
 
 def _finalized_before(state: Path, genesis: str) -> int | None:
@@ -171,6 +174,18 @@ def services_of(state: Path, hosts: list[str]) -> tuple[list[Service], dict[str,
         services.append(Service(host, str(manifest.get("service")), manifest["public_url"]))
         urls[str(manifest.get("public_url_key"))] = manifest["public_url"]
     return services, urls
+
+
+def monitoring_of(state: Path, hosts: list[str]) -> dict[str, str] | None:
+    """Prometheus's and Alertmanager's URLs, from the manifests roles/monitoring wrote after
+    each program got ready."""
+    urls = {}
+    for host in hosts:
+        for program in ("prometheus", "alertmanager"):
+            manifest = read_local_manifest(state, host, f"{program}/{SERVICE_MANIFEST_NAME}")
+            if manifest and manifest.get("public_url"):
+                urls[f"{program}_url"] = str(manifest["public_url"])
+    return urls or None
 
 
 def gateway_api_key(state: Path, services: list[Service]) -> str | None:

@@ -54,7 +54,9 @@ def _get_json(url: str, timeout: float) -> Any:
         with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 - http(s) only
             body = resp.read(MAX_ANSWER_BYTES + 1)
     except (urllib.error.URLError, OSError) as exc:
-        raise OpsError(f"{url} does not answer ({exc}); is the monitoring deployed and running?")
+        raise OpsError(
+            f"{url} does not answer ({exc}); is the monitoring deployed and running?"
+        ) from None
     if len(body) > MAX_ANSWER_BYTES:
         raise OpsError(f"{url} answered more than {MAX_ANSWER_BYTES} bytes; refusing to read it")
     try:

@@ -29,13 +29,13 @@ def make_server(host: str, port: int, out: Path) -> ThreadingHTTPServer:
             self.end_headers()
             self.wfile.write(body)
 
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        def do_GET(self) -> None:
             if self.path == "/ready":
                 self._answer(200, "ready")
             else:
                 self._answer(404, "not found")
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             try:
                 length = int(self.headers.get("Content-Length") or "-1")
             except ValueError:
@@ -62,7 +62,7 @@ def make_server(host: str, port: int, out: Path) -> ThreadingHTTPServer:
                     os.close(fd)
             self._answer(200, "ok")
 
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        def log_message(self, format: str, *args: object) -> None:
             pass
 
     return ThreadingHTTPServer((host, port), Handler)
