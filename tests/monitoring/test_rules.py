@@ -68,7 +68,8 @@ def test_chain_alerts_fire_on_a_stall_and_not_on_a_healthy_chain(local_render, t
                     "_x200 1x200")
     stalled = {"exp_labels": {"job": "node", "host": "authority-0", "status": "finalized",
                               "severity": "critical"},
-               "exp_annotations": {"summary": "authority-0: finality has not advanced in 20 blocks"}}
+               "exp_annotations": {
+                   "summary": "authority-0: finality has not advanced in 20 blocks"}}
     tests = [{
         "interval": "1s",
         "input_series": [best, finalized, up_a, up_b, peers, gen_a, gen_b],
