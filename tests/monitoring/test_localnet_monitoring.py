@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -86,6 +87,34 @@ def test_every_target_is_up_and_the_rules_are_loaded(localnet):
     assert {"FinalityStalled", "BestBlockStalled", "NodeDown", "NodesOnDifferentGenesis",
             "ServiceNotReady", "FaucetFewDripsLeft"} <= loaded
     assert all(r["health"] == "ok" for g in rules for r in g["rules"])
+
+
+def query(prom: str, expr: str) -> list[dict]:
+    return get(f"{prom}/api/v1/query?" + urllib.parse.urlencode({"query": expr}))["data"]["result"]
+
+
+def test_the_metrics_the_rules_read_are_served(localnet):
+    _, up, _ = localnet
+    prom = up["monitoring"]["prometheus_url"]
+    deadline = time.monotonic() + 60
+    exprs = {
+        "genesis": 'count by (genesis_hash) (net_node_genesis_info{job="node"})',
+        "drips": "faucet_balance_plancks / faucet_drip_plancks",
+        "workers": 'gateway_live_workers{job="service"}',
+        "lag": 'indexer_lag_blocks{job="service"}',
+    }
+    while True:
+        got = {k: query(prom, e) for k, e in exprs.items()}
+        if all(got.values()) or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    # One genesis, served by all three nodes.
+    assert [r["value"][1] for r in got["genesis"]] == ["3"]
+    assert got["genesis"][0]["metric"]["genesis_hash"] == up["genesis_hash"]
+    assert float(got["drips"][0]["value"][1]) > 100
+    # The development worker serves the priced test models.
+    assert {r["metric"]["model"]: int(r["value"][1]) for r in got["workers"]}["net-test-chat"] >= 1
+    assert got["lag"] and int(got["lag"][0]["value"][1]) >= 0
 
 
 def test_authority_down_fires_the_finality_alert_and_it_resolves(localnet):

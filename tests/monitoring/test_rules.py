@@ -36,7 +36,7 @@ def test_promtool_checks_the_rules(local_render: Path) -> None:
     proc = subprocess.run([tool("promtool"), "check", "rules", str(local_render / "net.yml")],
                           capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "SUCCESS: 12 rules found" in proc.stdout
+    assert "SUCCESS: 14 rules found" in proc.stdout
 
 
 def test_for_durations_come_from_the_slot_time(local_render: Path) -> None:
@@ -120,6 +120,11 @@ def test_service_alerts(local_render, tmp_path):
             _series('probe_ssl_earliest_cert_expiry{job="public",instance="https://b/ready"}',
                     f"{30 * 86400}x130"),
             _series('net_reset_scheduled_run_success{host="controller"}', "1x30 0x100"),
+            _series('gateway_live_workers{job="service",host="gateway-0",model="net-test-chat"}',
+                    "1x30 0x100"),
+            _series('gateway_live_workers{job="service",host="gateway-0",model="net-test-embed"}',
+                    "2x130"),
+            _series('indexer_lag_blocks{job="service",host="indexer-0"}', "3x30 0+2x100"),
         ],
         "alert_rule_test": [
             {"eval_time": "25s", "alertname": "ServiceNotReady", "exp_alerts": []},
@@ -140,6 +145,17 @@ def test_service_alerts(local_render, tmp_path):
                                "severity": "warning"},
                 "exp_annotations": {"summary": "https://a/ready: the certificate expires in"
                                                " 12d 23h 59m 50s"}}]},
+            {"eval_time": "25s", "alertname": "GatewayNoLiveWorker", "exp_alerts": []},
+            {"eval_time": "60s", "alertname": "GatewayNoLiveWorker", "exp_alerts": [{
+                "exp_labels": {"job": "service", "host": "gateway-0", "model": "net-test-chat",
+                               "severity": "warning"},
+                "exp_annotations": {"summary": "gateway-0: no live worker serves net-test-chat"}}]},
+            # Above 20 blocks behind from 42 s, then 10 blocks of for:.
+            {"eval_time": "45s", "alertname": "IndexerLagging", "exp_alerts": []},
+            {"eval_time": "60s", "alertname": "IndexerLagging", "exp_alerts": [{
+                "exp_labels": {"job": "service", "host": "indexer-0", "severity": "warning"},
+                "exp_annotations": {"summary": "indexer-0: the index is 58 blocks behind the"
+                                               " chain"}}]},
             {"eval_time": "20s", "alertname": "ScheduledResetFailed", "exp_alerts": []},
             {"eval_time": "40s", "alertname": "ScheduledResetFailed", "exp_alerts": [{
                 "exp_labels": {"host": "controller", "severity": "critical"},

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from fastapi import FastAPI
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from ops_tools.services.common import logs
 from ops_tools.services.common.app import ServiceInfo, create_app
@@ -58,7 +60,24 @@ def build_app(settings: GatewaySettings) -> FastAPI:
         error_shape="own", error_body=platform_error_body,
     )
     install(app, state, settings.max_body_bytes)
+    app.state.registry.register(LiveWorkers(state))
     return app
+
+
+class LiveWorkers(Collector):
+    """Live workers per model, read at each scrape: every priced model (the ones the network
+    offers) has a sample, 0 when no worker serves it (roles/monitoring: GatewayNoLiveWorker)."""
+
+    def __init__(self, state: GatewayState) -> None:
+        self.state = state
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        live = self.state.router.live_models(self.state.clock())
+        family = GaugeMetricFamily("gateway_live_workers", "Live workers per model",
+                                   labels=["model"])
+        for model in sorted(set(self.state.prices) | set(live)):
+            family.add_metric([model], len(live.get(model, [])))
+        yield family
 
 
 def main(argv: list[str] | None = None) -> None:
