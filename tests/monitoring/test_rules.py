@@ -36,7 +36,7 @@ def test_promtool_checks_the_rules(local_render: Path) -> None:
     proc = subprocess.run([tool("promtool"), "check", "rules", str(local_render / "net.yml")],
                           capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "SUCCESS: 14 rules found" in proc.stdout
+    assert "SUCCESS: 16 rules found" in proc.stdout
 
 
 def test_for_durations_come_from_the_slot_time(local_render: Path) -> None:
@@ -125,9 +125,26 @@ def test_service_alerts(local_render, tmp_path):
             _series('gateway_live_workers{job="service",host="gateway-0",model="net-test-embed"}',
                     "2x130"),
             _series('indexer_lag_blocks{job="service",host="indexer-0"}', "3x30 0+2x100"),
+            # Settled every so often until 30 s (back to 0), then only growing.
+            _series('gateway_settlement_backlog_receipts{job="service",host="gateway-0"}',
+                    "0 1 2 0 1 2 0 1 2 0 1 2 0 1 2 0 1 2 0 1 2 0 1 2 0 1 2 0 1 2 0 1+1x200"),
+            _series('attestation_issue_errors_total{job="service",host="attestation-0",'
+                    'reason="chain_unavailable"}', "0x30 1x100"),
         ],
         "alert_rule_test": [
             {"eval_time": "25s", "alertname": "ServiceNotReady", "exp_alerts": []},
+            # Never back to 0 from 31 s: the window (60 blocks), then the for: (60 blocks).
+            {"eval_time": "85s", "alertname": "SettlementBacklogGrowing", "exp_alerts": []},
+            {"eval_time": "160s", "alertname": "SettlementBacklogGrowing", "exp_alerts": [{
+                "exp_labels": {"job": "service", "host": "gateway-0", "severity": "warning"},
+                "exp_annotations": {"summary": "gateway-0: the settlement backlog grows (at"
+                                               " least 70 paid receipts unsettled)"}}]},
+            {"eval_time": "25s", "alertname": "AttestationIssueErrors", "exp_alerts": []},
+            {"eval_time": "35s", "alertname": "AttestationIssueErrors", "exp_alerts": [{
+                "exp_labels": {"job": "service", "host": "attestation-0",
+                               "reason": "chain_unavailable", "severity": "warning"},
+                "exp_annotations": {"summary": "attestation-0: attest requests failed"
+                                               " (chain_unavailable)"}}]},
             {"eval_time": "60s", "alertname": "ServiceNotReady", "exp_alerts": [{"exp_labels": {
                 "job": "ready", "host": "faucet-0", "service": "faucet", "severity": "critical"},
                 "exp_annotations": {"summary": "faucet-0: /ready fails"}}]},

@@ -102,6 +102,10 @@ def build_app(settings: AttestationSettings, *, clock: Any = None) -> FastAPI:
                      registry=app.state.registry)
     verified = Counter("attestation_verifications_total", "Verify calls by outcome",
                        ["valid"], registry=app.state.registry)
+    # The service's own failures to issue (not the client's bad input or limits): the chain,
+    # a reset under it, signing or storing (roles/monitoring: AttestationIssueErrors).
+    issue_errors = Counter("attestation_issue_errors_total", "Attest requests failed on the"
+                           " service's side, by reason", ["reason"], registry=app.state.registry)
     app.state.store = store
     app.state.pki = pki
 
@@ -134,7 +138,11 @@ def build_app(settings: AttestationSettings, *, clock: Any = None) -> FastAPI:
             nonce = inputs.nonce(body.nonce)
         except inputs.FieldError as exc:
             raise _field(exc) from None
-        network = genesis()
+        try:
+            network = genesis()
+        except ApiError as exc:
+            issue_errors.labels(reason=exc.code).inc()
+            raise
         signer = _signer(body, operator_id, account, nonce, network)
         peer = request.client.host if request.client else "unknown"
         ip = client_ip(peer, request.headers.getlist("x-forwarded-for"),
@@ -156,6 +164,7 @@ def build_app(settings: AttestationSettings, *, clock: Any = None) -> FastAPI:
         except BaseException:
             for reservation in reservations:
                 limiter.release(reservation)
+            issue_errors.labels(reason="issue").inc()
             raise
         for reservation in reservations:
             limiter.commit(reservation)

@@ -60,13 +60,14 @@ def build_app(settings: GatewaySettings) -> FastAPI:
         error_shape="own", error_body=platform_error_body,
     )
     install(app, state, settings.max_body_bytes)
-    app.state.registry.register(LiveWorkers(state))
+    app.state.registry.register(GatewayGauges(state))
     return app
 
 
-class LiveWorkers(Collector):
-    """Live workers per model, read at each scrape: every priced model (the ones the network
-    offers) has a sample, 0 when no worker serves it (roles/monitoring: GatewayNoLiveWorker)."""
+class GatewayGauges(Collector):
+    """Read at each scrape (roles/monitoring): live workers per model, every priced model (the
+    ones the network offers) with a sample, 0 when no worker serves it (GatewayNoLiveWorker);
+    the paid receipts not settled yet (SettlementBacklogGrowing)."""
 
     def __init__(self, state: GatewayState) -> None:
         self.state = state
@@ -78,6 +79,11 @@ class LiveWorkers(Collector):
         for model in sorted(set(self.state.prices) | set(live)):
             family.add_metric([model], len(live.get(model, [])))
         yield family
+        backlog = GaugeMetricFamily("gateway_settlement_backlog_receipts",
+                                    "Paid receipts of this network not settled yet")
+        backlog.add_metric([], store.settlement_backlog(self.state.engine,
+                                                        self.state.genesis_hash))
+        yield backlog
 
 
 def main(argv: list[str] | None = None) -> None:
