@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 
 def render(node: Node) -> str:
     chain = node.chain.spec.id
+    genesis = "0x" + node.chain.genesis_hash.hex()
     lines = [
         "# HELP substrate_block_height Block height info of the chain",
         "# TYPE substrate_block_height gauge",
@@ -31,7 +32,7 @@ def render(node: Node) -> str:
         # serve different networks (roles/monitoring: NodesOnDifferentGenesis).
         "# HELP net_node_genesis_info The genesis hash this node serves (constant 1)",
         "# TYPE net_node_genesis_info gauge",
-        f'net_node_genesis_info{{genesis_hash="{node.chain.genesis_hash}",chain="{chain}"}} 1',
+        f'net_node_genesis_info{{genesis_hash="{genesis}",chain="{chain}"}} 1',
         "",
     ]
     return "\n".join(lines)
