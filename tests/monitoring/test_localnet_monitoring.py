@@ -43,11 +43,17 @@ def localnet(tmp_path_factory):
     with localnet_lock():
         first = ops("localnet", "up", "--json", env=env)
         try:
-            assert first.returncode == 0, first.stderr[-3000:]
+            assert first.returncode == 0, first.stderr[-3000:] + _log_tails(state)
             yield env, json.loads(first.stdout), state
         finally:
             down = ops("localnet", "down", "--purge", "--yes", env=env)
             assert down.returncode == 0, down.stderr
+
+
+def _log_tails(state: Path) -> str:
+    """The end of every program's log: the state is purged right after a failed start."""
+    return "".join(f"\n--- {log.name}\n" + log.read_text(errors="replace")[-1500:]
+                   for log in sorted((state / "supervisor" / "logs").glob("*.log")))
 
 
 def supervisorctl(state: Path, *args: str) -> None:
