@@ -43,6 +43,10 @@ def test_local_targets_and_tools_accept_the_config(local_render: Path) -> None:
         "127.0.0.1:9617": {"host": "rpc-0", "role": "rpc"},
     }
     assert jobs["service"]["127.0.0.1:8001"] == {"host": "faucet-0", "service": "faucet"}
+    # The operator's worker (group workers) is no network service.
+    assert "worker-0" not in {t["host"] for job in ("service", "ready")
+                              for t in jobs[job].values()}
+    assert len(jobs["service"]) == 5
     assert jobs["ready"]["http://127.0.0.1:8004/ready"]["host"] == "indexer-0"
     assert set(jobs["public_rpc"]) == {"http://127.0.0.1:9944"}
     # The docs site, and each service whose inventory sets a public URL (the indexer's).
