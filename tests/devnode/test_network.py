@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from ops_tools.devnode.harness import raw_spec as raw_of
 from tests.devnode.conftest import Node, make_plain_spec
+from tests.support.devnode import raw_spec as raw_of
 
 ALICE_AURA = "d43593c715fdd31c61141abd04a99fd6822c8558854ccde39a5684e7a56da27d"
 

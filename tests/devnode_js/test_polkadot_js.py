@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from ops_tools.devnode.harness import free_port, rpc
 from tests.devnode_js import client
+from tests.support.devnode import free_port, rpc
 
 DEVNODE = Path(sys.executable).with_name("devnode")
 

@@ -14,9 +14,9 @@ import signal
 
 from substrateinterface import Keypair
 
-from ops_tools.devnode.harness import DevNode, plain_spec, raw_spec
 from tests.services.indexer.chain_ops import TOKEN, fresh_account, submit
 from tests.services.indexer.harness import Indexer
+from tests.support.devnode import DevNode, plain_spec, raw_spec
 
 ALICE = Keypair.create_from_uri("//Alice", ss58_format=42)
 BLOCKS_Q = """query($after: String) { blocks(first: 100, after: $after) {
