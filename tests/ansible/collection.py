@@ -54,8 +54,9 @@ def manifest(artifact: Path) -> dict:
 def install(artifact: Path, collections: Path) -> Path:
     """``ansible-galaxy collection install`` into ``collections``; the installed collection."""
     proc = subprocess.run(
-        [str(VENV_BIN / "ansible-galaxy"), "collection", "install", "-p", str(collections),
-         str(artifact)],
+        # --force: a net.ops in ~/.ansible (a molecule prerun's, say) would make it skip this one.
+        [str(VENV_BIN / "ansible-galaxy"), "collection", "install", "--force", "-p",
+         str(collections), str(artifact)],
         cwd=artifact.parent, env=galaxy_env(), capture_output=True, text=True, timeout=300,
         check=False,
     )
