@@ -34,10 +34,10 @@ from ops_tools.services.common.app import ServiceInfo, create_app
 from ops_tools.services.common.clientip import client_ip
 from ops_tools.services.common.db import Database
 from ops_tools.services.common.errors import ApiError, bad_field
-from ops_tools.services.common.hashing import load_or_create_salt
 from ops_tools.services.common.migrations import migrate
 from ops_tools.services.common.ratelimit import LimitExceeded, RateLimiter, Rule
 from ops_tools.services.common.readiness import ChainWatch, database_check
+from ops_tools.services.common.salt import load_salt
 from ops_tools.services.common.secrets import read_secret
 
 log = logging.getLogger("ops_tools.services.attestation")
@@ -86,7 +86,8 @@ def build_app(settings: AttestationSettings, *, clock: Any = None) -> FastAPI:
     db = Database(settings.effective_database_url())
     migrate(db, MIGRATIONS, version_table=VERSION_TABLE)
     store = reports.ReportStore(db)
-    salt = load_or_create_salt(settings.state_dir / "salt")
+    # The salt every instance shares; an instance's own of earlier versions seeds it.
+    salt = load_salt(db, reports.shared, settings.salt_file, settings.state_dir / "salt")
     limiter = RateLimiter(db, reports.rate_events, salt)
     watch = ChainWatch(settings.rpc_url, settings.genesis_hash)
     trust = Trust((pki.root,), settings.accept_mock_root)

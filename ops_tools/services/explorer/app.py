@@ -70,7 +70,7 @@ def _b64(text: str) -> bytes:
 
 def build_app(settings: ExplorerSettings) -> FastAPI:
     api = AttestationApi(settings.attestation_url, settings.upstream_timeout_s)
-    chain = ChainReader(settings.rpc_url, settings.anchor_cache_s)
+    chain = ChainReader(settings.rpc_url, settings.anchor_cache_s, settings.upstream_timeout_s)
     watch = ChainWatch(settings.rpc_url, settings.genesis_hash)
 
     def upstream_ready() -> CheckResult:

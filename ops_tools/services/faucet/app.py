@@ -24,6 +24,7 @@ from substrateinterface import Keypair
 
 from ops_tools.errors import InputError
 from ops_tools.services.common import logs
+from ops_tools.services.common import salt as shared_salt
 from ops_tools.services.common.app import ServiceInfo, create_app
 from ops_tools.services.common.clientip import client_ip
 from ops_tools.services.common.db import Database
@@ -31,13 +32,13 @@ from ops_tools.services.common.errors import ApiError
 from ops_tools.services.common.migrations import migrate
 from ops_tools.services.common.ratelimit import RateLimiter
 from ops_tools.services.common.readiness import ChainWatch, database_check
-from ops_tools.services.common.secrets import read_secret, secret_from
+from ops_tools.services.common.secrets import secret_from
 from ops_tools.services.faucet.config import FaucetSettings
 from ops_tools.services.faucet.lease import SignerLease
 from ops_tools.services.faucet.metrics import FaucetMetrics
 from ops_tools.services.faucet.service import Faucet, Started
 from ops_tools.services.faucet.signer import ChainUnavailable, Signer
-from ops_tools.services.faucet.store import VERSION_TABLE, Ledger, rate_events
+from ops_tools.services.faucet.store import VERSION_TABLE, Ledger, rate_events, shared
 
 log = logging.getLogger("net.faucet")
 SEED_ENV = "NET_FAUCET_SEED"
@@ -119,14 +120,8 @@ def load_keypair(settings: FaucetSettings) -> Keypair:
 
 def load_salt(settings: FaucetSettings, ledger: Ledger) -> bytes:
     """The configured salt (every instance is given the same file), else the database's."""
-    if settings.salt_file is not None:
-        salt = read_secret(settings.salt_file, key="salt_file").encode()
-        if len(salt) < 16:
-            raise InputError(f"salt_file: {settings.salt_file}: {len(salt)} bytes is too short;"
-                             " put at least 16 random characters in it")
-        return salt
-    legacy = settings.legacy_salt_path()
-    return ledger.shared_salt(legacy.read_bytes() if legacy.is_file() else None)
+    return shared_salt.load_salt(ledger.db, shared, settings.salt_file,
+                                 settings.legacy_salt_path())
 
 
 def _line(obj: dict[str, Any]) -> bytes:

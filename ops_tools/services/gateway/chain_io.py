@@ -13,35 +13,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import requests
 from scalecodec.base import ScaleBytes
 from substrateinterface import Keypair, SubstrateInterface
 from substrateinterface.storage import StorageKey
 
 from ops_tools.chain.rpc import http_url
+from ops_tools.services.common.substrate_http import connect
 from ops_tools.services.gateway.router import ChainView
 
 PALLET = "OperatorStake"
-
-
-class _TimedSession(requests.Session):
-    """substrate-interface's HTTP transport gives ``requests`` no timeout; this one always has
-    one."""
-
-    def __init__(self, timeout_s: float) -> None:
-        super().__init__()
-        self.timeout_s = timeout_s
-
-    def request(self, *args: Any, **kwargs: Any) -> requests.Response:  # type: ignore[override]
-        kwargs.setdefault("timeout", (self.timeout_s, self.timeout_s))
-        return super().request(*args, **kwargs)
-
-
-def connect(rpc_url: str, timeout_s: float) -> SubstrateInterface:
-    """substrate-interface over HTTP, every call bounded by ``timeout_s`` (connect and read)."""
-    substrate = SubstrateInterface(url=http_url(rpc_url), ss58_format=42)
-    substrate.transport.session = _TimedSession(timeout_s)
-    return substrate
 
 
 class ChainReader:

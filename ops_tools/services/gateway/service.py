@@ -22,7 +22,7 @@ from ops_tools.services.gateway import chain_io, store
 from ops_tools.services.gateway.config import GatewaySettings
 from ops_tools.services.gateway.endpoints import PublicResolver
 from ops_tools.services.gateway.pricing import Price
-from ops_tools.services.gateway.router import Router, RouterPolicy, Worker
+from ops_tools.services.gateway.router import Router, RouterPolicy, Worker, engine_load_claim
 from ops_tools.services.gateway.worker_token import worker_token
 
 log = logging.getLogger("net.gateway")
@@ -332,8 +332,9 @@ class GatewayState:
         try:
             async with self.client.get(worker.endpoint + "/health",
                                        timeout=aiohttp.ClientTimeout(total=3.0)) as response:
-                await response.content.read(65536)  # a health body is small; never more
+                raw = await response.content.read(65536)  # a health body is small; never more
                 worker.healthy = response.status == 200
+            worker.reported_load = engine_load_claim(raw, worker.capacity) if worker.healthy else 0
         except (aiohttp.ClientError, TimeoutError):
             worker.healthy = False
 

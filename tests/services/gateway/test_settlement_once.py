@@ -15,10 +15,10 @@ import pytest
 from substrateinterface import Keypair, SubstrateInterface
 
 from ops_tools.services.gateway import chain_io, store
+from tests.services.tcp_proxy import TcpProxy
 
 from .conftest import TOKEN, make_key
 from .harness import start_gateway, start_worker, transfer, wait_for
-from .tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.timeout(600)
 SETTLEMENT = Keypair.create_from_uri("//Ferdie", ss58_format=42).ss58_address
