@@ -12,6 +12,8 @@ import pytest
 
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
+
 spec = importlib.util.spec_from_file_location(
     "net_service", ROOT / "roles" / "node" / "module_utils" / "net_service.py"
 )

@@ -21,6 +21,8 @@ import pytest
 from ops_tools.devnode.harness import free_port, rpc
 from tests.devnode_js import client
 
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
+
 DEVNODE = Path(sys.executable).with_name("devnode")
 
 

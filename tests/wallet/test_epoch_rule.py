@@ -18,6 +18,8 @@ import pytest
 from .conftest import Wallet, assert_clean_failure
 from .devnode_fixture import DEVNODE, DevNode, devnode_missing_reason, fund, run_devnode
 
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
+
 TOKEN = 10**12
 RULE = "epoch >= last_heartbeat_epoch and epoch - last_heartbeat_epoch <= 1"
 

@@ -18,6 +18,8 @@ from ops_tools.wallet import verify_heartbeat_payload
 from .conftest import WALLET_CLI, Wallet, assert_clean_failure
 from .devnode_fixture import DevNode, fund, rpc_call, run_devnode
 
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
+
 TOKEN = 10**12
 ZERO_HASH = "0x" + "00" * 32
 

@@ -13,6 +13,8 @@ import yaml
 
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
+
 ROLES = ("attestation", "explorer")
 
 

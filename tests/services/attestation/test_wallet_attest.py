@@ -14,6 +14,8 @@ from tests.services.explorer.processes import run_service
 from tests.wallet.conftest import Wallet
 from tests.wallet.devnode_fixture import rpc_call
 
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
+
 
 @pytest.fixture(scope="module")
 def wallet(tmp_path_factory) -> Wallet:

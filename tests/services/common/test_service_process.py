@@ -21,6 +21,8 @@ import pytest
 from tests.conftest import ROOT, free_port
 from tests.wallet.devnode_fixture import DevNode
 
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
+
 TOKEN = "tok-3f9a1c5e7b2d4f60"
 
 

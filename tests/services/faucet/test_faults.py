@@ -36,6 +36,8 @@ from tests.services.faucet.conftest import (
 from tests.services.faucet.proxy import lossy_proxy
 from tests.wallet.devnode_fixture import DevNode, free_balance, fund
 
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
+
 
 def rows(db_url: str) -> list[dict[str, Any]]:
     """The faucet's drips, as the database holds them."""

@@ -15,6 +15,8 @@ from ops_tools.chainspec.hashing import blake2_256
 from ops_tools.services.faucet.signer import Signer, SignerError
 from tests.wallet.devnode_fixture import DevNode, free_balance, fund, run_devnode
 
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
+
 AMOUNT = 10_000_000_000_000  # 10 tokens
 
 

@@ -16,7 +16,7 @@ import pytest
 from .harness import start_chain, start_gateway, wait_for
 from .tcp_proxy import TcpProxy
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.process, pytest.mark.timeout(300)]
 
 
 def _check(gw, name: str) -> dict:

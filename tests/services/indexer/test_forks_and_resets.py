@@ -12,11 +12,14 @@ from __future__ import annotations
 import os
 import signal
 
+import pytest
 from substrateinterface import Keypair
 
 from ops_tools.devnode.harness import DevNode, plain_spec, raw_spec
 from tests.services.indexer.chain_ops import TOKEN, fresh_account, submit
 from tests.services.indexer.harness import Indexer
+
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
 
 ALICE = Keypair.create_from_uri("//Alice", ss58_format=42)
 BLOCKS_Q = """query($after: String) { blocks(first: 100, after: $after) {

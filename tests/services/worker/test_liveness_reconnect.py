@@ -15,6 +15,8 @@ from ops_tools.services.worker.liveness import Liveness
 from ops_tools.services.worker.settings import WorkerSettings
 from ops_tools.wallet import operator
 
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
+
 
 @pytest.fixture
 def node(tmp_path) -> Iterator[DevNode]:
