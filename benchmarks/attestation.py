@@ -28,10 +28,12 @@ from pathlib import Path
 
 import httpx
 
-from ops_tools.devnode.harness import DevNode, free_port
 from ops_tools.services.attestation.pki import MockPki
 from ops_tools.services.attestation.report import IssueRequest, issue
 from ops_tools.services.attestation.verify import Trust, verify_report
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support
+from tests.support.devnode import DevNode, free_port
 
 BIN = Path(sys.executable).parent
 

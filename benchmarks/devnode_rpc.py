@@ -14,13 +14,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import websockets
 
-from ops_tools.devnode.harness import DevNode, plain_spec, raw_spec
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support
+from tests.support.devnode import DevNode, plain_spec, raw_spec
 
 ALICE_ACCOUNT_KEY = (
     "0x26aa394eea5630e07c48ae0c9558cef7b99d880ec681799c0cf30e8886371da9"

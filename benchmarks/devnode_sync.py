@@ -13,11 +13,13 @@ Usage: .venv/bin/python benchmarks/devnode_sync.py [--blocks 1000]
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from ops_tools.devnode.harness import DevNode, plain_spec, raw_spec
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support
+from tests.support.devnode import DevNode, plain_spec, raw_spec
 
 
 def main() -> None:

@@ -125,7 +125,7 @@ def main() -> None:
             except RuntimeError:
                 print((tmp / "devnode.log").read_text()[-2000:], file=sys.stderr)
                 raise
-            with process([sys.executable, "-m", "ops_tools.services.faucet.api", "--config",
+            with process([sys.executable, "-m", "ops_tools.services.faucet.cli", "--config",
                           str(config)], tmp / "faucet.log", cwd=ROOT, env=env):
                 try:
                     wait("faucet", lambda: httpx.get(faucet_url + "/ready").status_code == 200)

@@ -42,10 +42,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.services.*
 from faucet import percentile, process, wait
 
 from ops_tools.chain.rpc import RpcClient
-from ops_tools.devnode.harness import DevNode, plain_spec, raw_spec
 from tests.conftest import free_port
 from tests.services.faucet.proxy import lossy_proxy
 from tests.services.postgres import running_postgres
+from tests.support.devnode import DevNode, plain_spec, raw_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 DRIP = 1_000_000_000_000
@@ -167,7 +167,7 @@ def main() -> None:
         urls = {n: url_of(c) for n, c in cfgs.items()}
         logs = [tmp / f"{n}.log" for n in cfgs]
         for name, cfg in cfgs.items():
-            stack.enter_context(process([sys.executable, "-m", "ops_tools.services.faucet.api",
+            stack.enter_context(process([sys.executable, "-m", "ops_tools.services.faucet.cli",
                                          "--config", str(cfg)], tmp / f"{name}.log", cwd=ROOT,
                                         env=env))
         for name, url in urls.items():

@@ -51,15 +51,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.services.i
 import websockets
 from substrateinterface import Keypair
 
-from ops_tools.devnode.harness import DevNode, plain_spec, raw_spec
 from ops_tools.services.common.db import Database
 from ops_tools.services.common.migrations import migrate
-from ops_tools.services.indexer.api import MIGRATIONS, VERSION_TABLE
+from ops_tools.services.indexer.app import MIGRATIONS, VERSION_TABLE
 from ops_tools.services.indexer.processor import EVENTS_KEY, Processor, ProcessorOptions
 from ops_tools.services.indexer.rpc import RpcClient
 from tests.conftest import free_port
 from tests.services.indexer.harness import Indexer
 from tests.services.postgres import running_postgres
+from tests.support.devnode import DevNode, plain_spec, raw_spec
 
 BATCH, FETCH_AHEAD, REQUESTS = 100, 4, 200
 

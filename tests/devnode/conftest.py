@@ -1,6 +1,6 @@
 """Fixtures of the development node suite: real ``devnode`` processes on loopback ports.
 
-The process harness lives in ``ops_tools.devnode.harness`` so that benchmarks (and other suites
+The process harness lives in ``tests.support.devnode`` so that benchmarks (and other suites
 that need a running chain) start nodes the same way.
 """
 
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from ops_tools.devnode.harness import DevNode, free_port, plain_spec
-from ops_tools.devnode.harness import devnode as _devnode
+from tests.support.devnode import DevNode, free_port, plain_spec
+from tests.support.devnode import devnode as _devnode
 
 BIN = Path(sys.executable).parent
 OPS_TOOLS = str(BIN / "ops-tools")

@@ -9,8 +9,8 @@ import subprocess
 
 import pytest
 
-from ops_tools.devnode.harness import free_port
 from tests.devnode.conftest import OPS_TOOLS, Node, make_plain_spec, run
+from tests.support.devnode import free_port
 
 pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
 

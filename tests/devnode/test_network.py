@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from ops_tools.devnode.harness import raw_spec as raw_of
 from tests.devnode.conftest import Node, make_plain_spec
+from tests.support.devnode import raw_spec as raw_of
 
 pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from ops_tools.devnode.harness import free_port, rpc
 from tests.devnode_js import client
+from tests.support.devnode import free_port, rpc
 
 pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
 

@@ -22,11 +22,12 @@ from sqlalchemy.exc import IntegrityError
 
 from ops_tools.chain.rpc import RpcError
 from ops_tools.errors import InputError
-from ops_tools.services.attestation import inputs, signed_request, storage
+from ops_tools.services.attestation import inputs, signed_request
+from ops_tools.services.attestation import store as reports
+from ops_tools.services.attestation.config import AttestationSettings
 from ops_tools.services.attestation.gpu import GpuProfile
 from ops_tools.services.attestation.pki import MockPki
 from ops_tools.services.attestation.report import IssueRequest, issue
-from ops_tools.services.attestation.settings import AttestationSettings
 from ops_tools.services.attestation.verify import Expected, Trust, verify_report
 from ops_tools.services.common import logs
 from ops_tools.services.common.app import ServiceInfo, create_app
@@ -38,7 +39,6 @@ from ops_tools.services.common.migrations import migrate
 from ops_tools.services.common.ratelimit import LimitExceeded, RateLimiter, Rule
 from ops_tools.services.common.readiness import ChainWatch, database_check
 from ops_tools.services.common.secrets import read_secret
-from ops_tools.services.common.server import service_main
 
 log = logging.getLogger("ops_tools.services.attestation")
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -85,9 +85,9 @@ def build_app(settings: AttestationSettings, *, clock: Any = None) -> FastAPI:
         raise InputError(str(exc)) from None
     db = Database(settings.effective_database_url())
     migrate(db, MIGRATIONS, version_table=VERSION_TABLE)
-    store = storage.ReportStore(db)
+    store = reports.ReportStore(db)
     salt = load_or_create_salt(settings.state_dir / "salt")
-    limiter = RateLimiter(db, storage.rate_events, salt)
+    limiter = RateLimiter(db, reports.rate_events, salt)
     watch = ChainWatch(settings.rpc_url, settings.genesis_hash)
     trust = Trust((pki.root,), settings.accept_mock_root)
     profile = GpuProfile(settings.gpu_model, settings.gpu_driver_version,
@@ -275,10 +275,3 @@ def _verify_input(body: dict[str, Any]) -> tuple[Any, Expected | None]:
             raise bad_field(f"expected.{key}", "must be a string")
     return body["report"], Expected(raw.get("operator_id"), raw.get("account"), raw.get("nonce"))
 
-
-def main() -> None:
-    service_main("attestation", AttestationSettings, build_app)
-
-
-if __name__ == "__main__":
-    main()

@@ -25,9 +25,8 @@ from ops_tools.services.attestation import inputs
 from ops_tools.services.attestation.tdx import TD_BODY_FIELDS
 from ops_tools.services.common.app import ServiceInfo, create_app
 from ops_tools.services.common.readiness import ChainWatch, CheckResult, ReadyCheck
-from ops_tools.services.common.server import service_main
 from ops_tools.services.explorer.chain import ChainReader, ChainUnavailable, Registration
-from ops_tools.services.explorer.settings import ExplorerSettings
+from ops_tools.services.explorer.config import ExplorerSettings
 from ops_tools.services.explorer.upstream import AttestationApi, UpstreamError
 
 log = logging.getLogger("ops_tools.services.explorer")
@@ -229,10 +228,3 @@ def build_app(settings: ExplorerSettings) -> FastAPI:
 def _attachment(filename: str) -> dict[str, str]:
     return {"Content-Disposition": f'attachment; filename="{filename}"'}
 
-
-def main() -> None:
-    service_main("explorer", ExplorerSettings, build_app)
-
-
-if __name__ == "__main__":
-    main()

@@ -24,8 +24,8 @@ from sqlalchemy import delete, insert, select, update
 from ops_tools.errors import InputError
 from ops_tools.services.common.db import Database
 from ops_tools.services.common.readiness import CheckResult, ReadyCheck
-from ops_tools.services.faucet.ledger import signer_leases
 from ops_tools.services.faucet.policy import iso
+from ops_tools.services.faucet.store import signer_leases
 
 log = logging.getLogger("net.faucet.lease")
 

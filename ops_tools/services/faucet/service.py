@@ -30,7 +30,6 @@ from ops_tools.services.common.readiness import ChainWatch, CheckResult, ReadyCh
 from ops_tools.services.faucet import policy, ss58
 from ops_tools.services.faucet.config import FaucetSettings
 from ops_tools.services.faucet.lease import SignerLease
-from ops_tools.services.faucet.ledger import DripRow, Ledger, Pruned
 from ops_tools.services.faucet.metrics import FaucetMetrics
 from ops_tools.services.faucet.signer import (
     ChainUnavailable,
@@ -39,6 +38,7 @@ from ops_tools.services.faucet.signer import (
     SignerError,
     Ticket,
 )
+from ops_tools.services.faucet.store import DripRow, Ledger, Pruned
 
 log = logging.getLogger("net.faucet")
 IDEMPOTENCY_KEY_RE = re.compile(r"^[\x21-\x7e]{1,128}$")

@@ -5,8 +5,8 @@
 from __future__ import annotations
 
 from ops_tools.services.common.server import service_main
-from ops_tools.services.indexer.api import build_app, build_processor_app
-from ops_tools.services.indexer.settings import IndexerSettings
+from ops_tools.services.indexer.app import build_app, build_processor_app
+from ops_tools.services.indexer.config import IndexerSettings
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from ops_tools.services.attestation.app import build_app
-from ops_tools.services.attestation.settings import AttestationSettings
+from ops_tools.services.attestation.config import AttestationSettings
 from tests.wallet.devnode_fixture import DevNode
 
 SEED_TEXT = "service-test-seed-5b9e0c1d7a3f46e2"

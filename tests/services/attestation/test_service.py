@@ -280,7 +280,7 @@ def test_roots_are_published_as_mock(make_client):
 def test_a_seed_file_readable_by_others_is_refused_without_showing_it(tmp_path, devnode):
     from ops_tools.errors import InputError
     from ops_tools.services.attestation.app import build_app
-    from ops_tools.services.attestation.settings import AttestationSettings
+    from ops_tools.services.attestation.config import AttestationSettings
 
     seed = tmp_path / "seed"
     seed.write_text("a-secret-seed-value-0123456789")

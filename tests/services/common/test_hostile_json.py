@@ -28,7 +28,7 @@ def _secret(path: Path, text: str) -> Path:
 
 def _attestation(tmp: Path, node: DevNode) -> FastAPI:
     from ops_tools.services.attestation.app import build_app
-    from ops_tools.services.attestation.settings import AttestationSettings
+    from ops_tools.services.attestation.config import AttestationSettings
 
     return build_app(AttestationSettings(
         listen_port=free_port(), state_dir=tmp / "state", rpc_url=node.ws_url,
@@ -37,7 +37,7 @@ def _attestation(tmp: Path, node: DevNode) -> FastAPI:
 
 
 def _faucet(tmp: Path, node: DevNode) -> FastAPI:
-    from ops_tools.services.faucet.api import build_app
+    from ops_tools.services.faucet.app import build_app
     from ops_tools.services.faucet.config import FaucetSettings
 
     return build_app(FaucetSettings(
@@ -47,8 +47,8 @@ def _faucet(tmp: Path, node: DevNode) -> FastAPI:
 
 
 def _gateway(tmp: Path, node: DevNode) -> FastAPI:
+    from ops_tools.services.gateway.app import build_app
     from ops_tools.services.gateway.config import GatewaySettings
-    from ops_tools.services.gateway.main import build_app
 
     return build_app(GatewaySettings(
         listen_port=free_port(), state_dir=tmp / "state", rpc_url=node.ws_url,
@@ -57,8 +57,8 @@ def _gateway(tmp: Path, node: DevNode) -> FastAPI:
 
 
 def _indexer(tmp: Path, node: DevNode) -> FastAPI:
-    from ops_tools.services.indexer.api import build_app
-    from ops_tools.services.indexer.settings import IndexerSettings
+    from ops_tools.services.indexer.app import build_app
+    from ops_tools.services.indexer.config import IndexerSettings
 
     return build_app(IndexerSettings(listen_port=free_port(), state_dir=tmp / "state",
                                      rpc_url=node.ws_url, database_url=f"sqlite:///{tmp}/i.db"))
@@ -66,7 +66,7 @@ def _indexer(tmp: Path, node: DevNode) -> FastAPI:
 
 def _explorer(tmp: Path, node: DevNode) -> FastAPI:
     from ops_tools.services.explorer.app import build_app
-    from ops_tools.services.explorer.settings import ExplorerSettings
+    from ops_tools.services.explorer.config import ExplorerSettings
 
     return build_app(ExplorerSettings(listen_port=free_port(), state_dir=tmp / "state",
                                       rpc_url=node.ws_url))

@@ -102,7 +102,7 @@ def test_a_report_of_an_earlier_network_is_marked(stack):
 
     from ops_tools.services.attestation.pki import MockPki
     from ops_tools.services.attestation.report import IssueRequest, issue
-    from ops_tools.services.attestation.storage import ReportStore
+    from ops_tools.services.attestation.store import ReportStore
     from ops_tools.services.common.db import Database
 
     # As the service's database holds it after a reset: a report issued on the old genesis.

@@ -1,4 +1,4 @@
-"""The faucet as its own process (``python -m ops_tools.services.faucet.api --config FILE``,
+"""The faucet as its own process (``python -m ops_tools.services.faucet.cli --config FILE``,
 what the ``net-faucet`` console script runs) against a real development node."""
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def run_faucet(config: Path, log: Path | None = None,
     log = log or config.with_suffix(".log")
     with log.open("ab") as fh:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "ops_tools.services.faucet.api", "--config", str(config)],
+            [sys.executable, "-m", "ops_tools.services.faucet.cli", "--config", str(config)],
             cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True,
             env={**{k: v for k, v in os.environ.items() if not k.startswith("NET_")},
                  **(env or {})},

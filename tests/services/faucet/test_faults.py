@@ -23,9 +23,8 @@ from substrateinterface import Keypair
 
 from ops_tools.chain.rpc import RpcClient
 from ops_tools.chainspec.hashing import blake2_256
-from ops_tools.devnode.harness import DevNode as ChainNode
 from ops_tools.services.common.hashing import salted_hash
-from ops_tools.services.faucet.ledger import drips
+from ops_tools.services.faucet.store import drips
 from tests.services.faucet.conftest import (
     DRIP,
     FAUCET_KEY,
@@ -34,6 +33,7 @@ from tests.services.faucet.conftest import (
     run_faucet,
 )
 from tests.services.faucet.proxy import lossy_proxy
+from tests.support.devnode import DevNode as ChainNode
 from tests.wallet.devnode_fixture import DevNode, free_balance, fund
 
 pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)

@@ -13,11 +13,11 @@ from sqlalchemy import update
 
 from ops_tools.services.common.db import Database
 from ops_tools.services.common.migrations import migrate
-from ops_tools.services.faucet import api
+from ops_tools.services.faucet import app as faucet_app
 from ops_tools.services.faucet.lease import LeaseHeld, SignerLease
-from ops_tools.services.faucet.ledger import VERSION_TABLE, Ledger, signer_leases
+from ops_tools.services.faucet.store import VERSION_TABLE, Ledger, signer_leases
 
-MIGRATIONS = Path(api.__file__).parent / "migrations"
+MIGRATIONS = Path(faucet_app.__file__).parent / "migrations"
 ACCOUNT = "ab" * 32
 
 

@@ -174,13 +174,13 @@ def test_the_secret_is_in_no_log_line_command_line_or_error(
     seed_file = Path(str(faucet.config).replace("faucet.yml", "faucet.seed"))
     os.chmod(seed_file, 0o644)
     bad_mode = subprocess.run(
-        [sys.executable, "-m", "ops_tools.services.faucet.api", "--config", str(faucet.config)],
+        [sys.executable, "-m", "ops_tools.services.faucet.cli", "--config", str(faucet.config)],
         cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
     )
     os.chmod(seed_file, 0o600)
     seed_file.write_text(mnemonic + " extra words\n")
     bad_content = subprocess.run(
-        [sys.executable, "-m", "ops_tools.services.faucet.api", "--config", str(faucet.config)],
+        [sys.executable, "-m", "ops_tools.services.faucet.cli", "--config", str(faucet.config)],
         cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
     )
     assert bad_mode.returncode == 2 and "chmod 600" in bad_mode.stderr

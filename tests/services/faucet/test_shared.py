@@ -36,7 +36,7 @@ def pg_url(server: PostgresServer, tag: str) -> str:
 def start(config: Path) -> subprocess.CompletedProcess[str]:
     """A faucet that is expected to refuse to start (it would run until stopped otherwise)."""
     return subprocess.run(
-        [sys.executable, "-m", "ops_tools.services.faucet.api", "--config", str(config)],
+        [sys.executable, "-m", "ops_tools.services.faucet.cli", "--config", str(config)],
         cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
         env={k: v for k, v in os.environ.items() if not k.startswith("NET_")},
     )

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from substrateinterface import Keypair
 
-from ops_tools.devnode.harness import DevNode
 from ops_tools.services.gateway import store
 from ops_tools.services.gateway.database import open_database
 from ops_tools.services.gateway.locate import database_url
+from tests.support.devnode import DevNode
 
 from .harness import (
     BIN,

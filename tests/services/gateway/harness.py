@@ -20,8 +20,8 @@ import httpx
 import yaml
 from substrateinterface import Keypair, SubstrateInterface
 
-from ops_tools.devnode.harness import DevNode, plain_spec, raw_spec
 from tests.conftest import free_port
+from tests.support.devnode import DevNode, plain_spec, raw_spec
 
 BIN = Path(sys.executable).parent
 SLOT_MS = 500

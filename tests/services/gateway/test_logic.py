@@ -18,7 +18,7 @@ from ops_tools.services.gateway.pricing import Price
 from ops_tools.services.gateway.router import ChainView, Router, RouterPolicy, Worker
 from ops_tools.services.gateway.sse import EventSplitter, LineTooLong, StreamTally, classify
 from ops_tools.services.gateway.worker_token import worker_token
-from ops_tools.services.worker import test_engine
+from ops_tools.worker import test_engine
 
 GENESIS = "0x" + "ab" * 32
 

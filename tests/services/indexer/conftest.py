@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ops_tools.devnode.harness import DevNode, plain_spec, raw_spec
+from tests.support.devnode import DevNode, plain_spec, raw_spec
 
 SLOT_MS = 400
 EPOCH_LENGTH = 20

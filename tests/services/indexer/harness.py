@@ -22,8 +22,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import event
 
 from ops_tools.services.common.db import Database
-from ops_tools.services.indexer.api import build_app
-from ops_tools.services.indexer.settings import IndexerSettings
+from ops_tools.services.indexer.app import build_app
+from ops_tools.services.indexer.config import IndexerSettings
 from tests.conftest import free_port
 
 BIN = Path(sys.executable).parent

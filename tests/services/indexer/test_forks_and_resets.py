@@ -15,9 +15,9 @@ import signal
 import pytest
 from substrateinterface import Keypair
 
-from ops_tools.devnode.harness import DevNode, plain_spec, raw_spec
 from tests.services.indexer.chain_ops import TOKEN, fresh_account, submit
 from tests.services.indexer.harness import Indexer
+from tests.support.devnode import DevNode, plain_spec, raw_spec
 
 pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
 

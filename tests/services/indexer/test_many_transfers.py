@@ -10,9 +10,9 @@ from collections.abc import Iterator
 import pytest
 from substrateinterface import Keypair, SubstrateInterface
 
-from ops_tools.devnode.harness import DevNode
 from tests.services.indexer.chain_ops import TOKEN, fresh_account
 from tests.services.indexer.harness import Indexer
+from tests.support.devnode import DevNode
 
 ALICE = Keypair.create_from_uri("//Alice", ss58_format=42)
 COUNT = 300

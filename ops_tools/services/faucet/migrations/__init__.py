@@ -1,1 +1,1 @@
-"""Alembic migrations of the faucet tables (run at every start, see ledger.py)."""
+"""Alembic migrations of the faucet tables (run at every start, see store.py)."""

@@ -1,4 +1,4 @@
 from ops_tools.services.common.migrations import run_env
-from ops_tools.services.faucet.ledger import metadata
+from ops_tools.services.faucet.store import metadata
 
 run_env(metadata)

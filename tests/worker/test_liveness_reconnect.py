@@ -1,4 +1,4 @@
-"""The worker's liveness loop keeps one WebSocket for its extrinsics (ops_tools/services/worker/
+"""The worker's liveness loop keeps one WebSocket for its extrinsics (ops_tools/worker/
 liveness.py); when the node restarts under it, the next submission fails and the one after it
 goes through on a fresh connection. Against a real development node, restarted by PID."""
 
@@ -10,10 +10,10 @@ import pytest
 from substrateinterface import Keypair, SubstrateInterface
 
 from ops_tools.chain.rpc import http_url
-from ops_tools.devnode.harness import DevNode
-from ops_tools.services.worker.liveness import Liveness
-from ops_tools.services.worker.settings import WorkerSettings
 from ops_tools.wallet import operator
+from ops_tools.worker.config import WorkerSettings
+from ops_tools.worker.liveness import Liveness
+from tests.support.devnode import DevNode
 
 pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
 

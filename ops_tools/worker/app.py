@@ -19,7 +19,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ops_tools.services.gateway.asgi_stream import DisconnectWatch, PassThrough
-from ops_tools.services.worker.engines import HttpEngine, TestEngine
+from ops_tools.worker.engines import HttpEngine, TestEngine
 
 JSON = "application/json"
 CLIENT_CLOSED = 499

@@ -43,8 +43,8 @@ def rpc(url: str, method: str, params: list[Any] | None = None, timeout: float =
     body = json.dumps(
         {"jsonrpc": "2.0", "id": 1, "method": method, "params": params or []}
     ).encode()
-    req = urllib.request.Request(url, body, {"Content-Type": "application/json"})  # noqa: S310 - loopback
-    with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310
+    req = urllib.request.Request(url, body, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
         reply = json.loads(resp.read())
     if "error" in reply:
         raise RuntimeError(f"{method}: {reply['error']}")

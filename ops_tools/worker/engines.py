@@ -9,7 +9,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from ops_tools.services.worker import test_engine
+from ops_tools.worker import test_engine
 
 
 class Answer:

@@ -22,11 +22,11 @@ from ops_tools.services.common.db import Database
 from ops_tools.services.common.migrations import migrate
 from ops_tools.services.common.readiness import CheckResult, ReadyCheck, database_check
 from ops_tools.services.indexer import queries
+from ops_tools.services.indexer.config import IndexerSettings
 from ops_tools.services.indexer.feed import CommitFeed
 from ops_tools.services.indexer.processor import Processor, ProcessorOptions
 from ops_tools.services.indexer.queries import QueryError
 from ops_tools.services.indexer.schema import Context, Health, Subscribers, build_schema
-from ops_tools.services.indexer.settings import IndexerSettings
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 VERSION_TABLE = "indexer_alembic_version"

@@ -15,11 +15,13 @@ from substrateinterface import Keypair
 
 from ops_tools.errors import OpsError
 from ops_tools.services.common.secrets import read_secret as _read_secret
-from ops_tools.services.worker import sdnotify, server, settings
-from ops_tools.services.worker.engines import HttpEngine, TestEngine
-from ops_tools.services.worker.liveness import Liveness
 from ops_tools.wallet.keystore import Keystore, default_keystore_dir
 from ops_tools.wallet.passphrase import read_passphrase_file
+from ops_tools.worker import app as server
+from ops_tools.worker import config as settings
+from ops_tools.worker import sdnotify
+from ops_tools.worker.engines import HttpEngine, TestEngine
+from ops_tools.worker.liveness import Liveness
 
 
 def read_secret(path: Path, field: str) -> str:

@@ -17,10 +17,10 @@ from substrateinterface import Keypair, SubstrateInterface
 from ops_tools.chain.rpc import http_url
 from ops_tools.services.gateway.announce import sign_announce
 from ops_tools.services.gateway.worker_token import MAX_LEN as MAX_TOKEN_LEN
-from ops_tools.services.worker import sdnotify
-from ops_tools.services.worker.settings import WorkerSettings
 from ops_tools.wallet import operator
 from ops_tools.wallet.heartbeat_payload import sign_heartbeat
+from ops_tools.worker import sdnotify
+from ops_tools.worker.config import WorkerSettings
 
 log = logging.getLogger("net.worker")
 

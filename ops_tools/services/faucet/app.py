@@ -32,13 +32,12 @@ from ops_tools.services.common.migrations import migrate
 from ops_tools.services.common.ratelimit import RateLimiter
 from ops_tools.services.common.readiness import ChainWatch, database_check
 from ops_tools.services.common.secrets import read_secret, secret_from
-from ops_tools.services.common.server import service_main
 from ops_tools.services.faucet.config import FaucetSettings
 from ops_tools.services.faucet.lease import SignerLease
-from ops_tools.services.faucet.ledger import VERSION_TABLE, Ledger, rate_events
 from ops_tools.services.faucet.metrics import FaucetMetrics
 from ops_tools.services.faucet.service import Faucet, Started
 from ops_tools.services.faucet.signer import ChainUnavailable, Signer
+from ops_tools.services.faucet.store import VERSION_TABLE, Ledger, rate_events
 
 log = logging.getLogger("net.faucet")
 SEED_ENV = "NET_FAUCET_SEED"
@@ -272,10 +271,3 @@ def build_app(settings: FaucetSettings) -> FastAPI:
 
     return app
 
-
-def main() -> None:
-    service_main("faucet", FaucetSettings, build_app)
-
-
-if __name__ == "__main__":
-    main()
