@@ -13,7 +13,8 @@ import pytest
 from websockets.sync.client import connect
 
 from tests.conftest import free_port
-from tests.wallet.devnode_fixture import DEVNODE, rpc_call
+from tests.support.devnode import DEVNODE
+from tests.support.devnode import rpc as rpc_call
 
 pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
 

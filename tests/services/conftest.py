@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import free_port
 from tests.services.postgres import PostgresServer, pg_bindir, running_postgres
-from tests.wallet.devnode_fixture import DevNode, run_devnode
+from tests.support.devnode import DevNode, run_devnode
 
 _names = itertools.count()
 
