@@ -23,13 +23,19 @@ def up(
         "--strategy",
         help="Ansible strategy: mitogen (default, or $NET_ANSIBLE_STRATEGY) or ansible (its own).",
     ),
+    converge: bool = typer.Option(
+        False, "--converge",
+        help="Run the playbook even when its inputs did not change since the last successful"
+        " run and every program runs (to repair a file edited on a host by hand).",
+    ),
 ) -> None:
     """Render the local spec, converge inventories/local, wait for finality, list endpoints."""
     if json_out:
-        result = localnet.up(strategy=strategy)
+        result = localnet.up(strategy=strategy, converge=converge)
     else:
         with console.status("starting", spinner="dots") as status:
-            result = localnet.up(on_step=lambda step: status.update(step), strategy=strategy)
+            result = localnet.up(on_step=lambda step: status.update(step), strategy=strategy,
+                                 converge=converge)
     if json_out:
         print_json(
             {
