@@ -20,12 +20,13 @@ import pytest
 MARK = "process"
 
 # Fixtures whose set-up starts a long-running program (or several), by the directory of the
-# conftest.py that defines them: a development node, a PostgreSQL cluster, supervisord, sshd,
+# conftest.py that defines them (pytest's baseid): a development node, a PostgreSQL cluster, supervisord, sshd,
 # nginx, systemd-nspawn hosts, the local network, the services on top of them. Pytest resolves
 # fixtures transitively, so a fixture built on one of these (``funded_faucet`` on ``devnode``)
 # is covered without being listed.
 PROCESS_FIXTURES: dict[str, frozenset[str]] = {
-    "tests": frozenset({"testhosts"}),  # systemd-nspawn test hosts (tests/hosts/fixture.py)
+    # Fixtures of plugin modules (tests/conftest.py's pytest_plugins) belong to no directory.
+    "": frozenset({"testhosts"}),  # systemd-nspawn test hosts (tests/hosts/fixture.py)
     "tests/ansible": frozenset({"rendered_spec"}),  # ansible-playbook
     "tests/build": frozenset({"suite", "cache", "cargo_spy"}),  # cargo
     "tests/devnode": frozenset({"node", "raw_spec"}),  # devnode processes, devnode build-spec
