@@ -20,8 +20,9 @@ import pytest
 MARK = "process"
 
 # Fixtures whose set-up starts a long-running program (or several), by the directory of the
-# conftest.py that defines them (pytest's baseid): a development node, a PostgreSQL cluster, supervisord, sshd,
-# nginx, systemd-nspawn hosts, the local network, the services on top of them. Pytest resolves
+# conftest.py that defines them (pytest's baseid): a development node, a PostgreSQL cluster,
+# supervisord, sshd, nginx, systemd-nspawn hosts, the local network, the services on top of
+# them. Pytest resolves
 # fixtures transitively, so a fixture built on one of these (``funded_faucet`` on ``devnode``)
 # is covered without being listed.
 PROCESS_FIXTURES: dict[str, frozenset[str]] = {
