@@ -1,6 +1,6 @@
 """A service's directory that changes hands (every service ran as `net`; now each has a user of
 its own: docs/hardening.md) is given to the new user with everything the service wrote in it, by
-the service role's module (roles/service/library/net_service_converge.py); a symbolic link the
+the service role's module (plugins/modules/net_service_converge.py); a symbolic link the
 old owner planted there is not followed."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ansible.conftest import ROOT, VENV_BIN, ansible_env, run, tail
+from tests.ansible.conftest import VENV_BIN, run, tail
 
 pytestmark = [pytest.mark.process,
               pytest.mark.skipif(os.geteuid() != 0, reason="changing owners needs root")]
@@ -25,11 +25,9 @@ def converge(root: Path) -> dict:
             "owner": NEW.pw_name, "group": NEW.pw_name, "secrets_dir": str(root / "svc/secrets"),
             "directories": [{"path": str(root / "svc"), "mode": "0750"}],
             "manifest": str(root / "svc/service.json"), "defer_restart": True}
-    env = ansible_env(ANSIBLE_LIBRARY=str(ROOT / "roles/service/library"),
-                      ANSIBLE_MODULE_UTILS=str(ROOT / "roles/service/module_utils"))
     proc = run([str(VENV_BIN / "ansible"), "localhost", "-c", "local", "-o",
                 "-e", f"ansible_python_interpreter={VENV_BIN / 'python'}",
-                "-m", "net_service_converge", "-a", json.dumps(args)], env=env)
+                "-m", "net.ops.net_service_converge", "-a", json.dumps(args)])
     assert proc.returncode == 0, tail(proc)
     return json.loads(proc.stdout.split("=>", 1)[1])
 

@@ -1,4 +1,5 @@
-"""The node role's service-state reader (module_utils/net_service.py) against a real supervisord."""
+"""The service-state reader of the node and service modules (plugins/module_utils/net_service.py)
+against a real supervisord."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from tests.conftest import ROOT
 pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
 
 spec = importlib.util.spec_from_file_location(
-    "net_service", ROOT / "roles" / "node" / "module_utils" / "net_service.py"
+    "net_service", ROOT / "plugins" / "module_utils" / "net_service.py"
 )
 assert spec is not None and spec.loader is not None
 net_service = importlib.util.module_from_spec(spec)

@@ -1,4 +1,4 @@
-"""The docs role's readiness probe (roles/docs/library/net_docs_release.py) against a TLS server
+"""The docs role's readiness probe (plugins/modules/net_docs_release.py) against a TLS server
 on loopback that, like the edge's default server (ssl_reject_handshake), refuses a handshake
 without a name it serves: the probe names the site in SNI and Host while connecting to the
 address of its URL."""
@@ -26,7 +26,7 @@ GENESIS = "0x" + "ab" * 32
 
 
 def _probe() -> ModuleType:
-    path = ROOT / "roles" / "docs" / "library" / "net_docs_release.py"
+    path = ROOT / "plugins" / "modules" / "net_docs_release.py"
     spec = importlib.util.spec_from_file_location("net_docs_release", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)

@@ -14,7 +14,7 @@ from ops_tools.chainspec.spec import load_spec
 from tests.conftest import ROOT
 from tests.operator.conftest import Rendered
 
-_PATH = ROOT / "roles/genesis_preflight/action_plugins/net_genesis_preflight.py"
+_PATH = ROOT / "plugins/action/net_genesis_preflight.py"
 _SPEC = importlib.util.spec_from_file_location("net_genesis_preflight", _PATH)
 plugin = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(plugin)

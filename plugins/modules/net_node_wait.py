@@ -7,8 +7,11 @@ import time
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.net_rpc import RpcError, block_number, call
-from ansible.module_utils.net_service import ServiceStateError, service_state
+from ansible_collections.net.ops.plugins.module_utils.net_rpc import RpcError, block_number, call
+from ansible_collections.net.ops.plugins.module_utils.net_service import (
+    ServiceStateError,
+    service_state,
+)
 
 DOCUMENTATION = r"""
 module: net_node_wait

@@ -14,7 +14,7 @@ import urllib.error
 import urllib.request
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.net_service import (
+from ansible_collections.net.ops.plugins.module_utils.net_service import (
     ServiceStateError,
     service_state,
     supervisor_apply,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.net_rpc import RpcError, block_number, call
+from ansible_collections.net.ops.plugins.module_utils.net_rpc import RpcError, block_number, call
 
 DOCUMENTATION = r"""
 module: net_node_status

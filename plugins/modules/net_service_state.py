@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.net_service import (
+from ansible_collections.net.ops.plugins.module_utils.net_service import (
     ServiceStateError,
     changed_since,
     main_pid,
