@@ -281,11 +281,10 @@ def test_a_hung_node_turns_ready_red_then_green_and_loses_nothing(tmp_path: Path
     chain = DevNode(tmp_path / "chain" / "base", "dev")
     chain.start()
     try:
-        node = chain
         chain.wait_for(lambda: chain.best() >= 1, timeout=90, what="the first block")
-        fund(node, {FAUCET_KEY.ss58_address: 10**16})
+        fund(chain, {FAUCET_KEY.ss58_address: 10**16})
         db_url = f"sqlite:///{tmp_path / 'faucet.db'}"
-        cfg = faucet_config(tmp_path, node, database_url=db_url, rpc_timeout_s=2)
+        cfg = faucet_config(tmp_path, chain, database_url=db_url, rpc_timeout_s=2)
         in_flight, hung, after = fresh("hang-in-flight"), fresh("hang-during"), fresh("hang-after")
         with run_faucet(cfg) as faucet, concurrent.futures.ThreadPoolExecutor(1) as pool:
             assert httpx.get(faucet.url + "/ready", timeout=30).status_code == 200
@@ -307,7 +306,7 @@ def test_a_hung_node_turns_ready_red_then_green_and_loses_nothing(tmp_path: Path
             answer = pending.result(timeout=120)
             replay = faucet.post({"recipient": in_flight}, headers={"Idempotency-Key": "hang-1"})
             later = faucet.post({"recipient": after})
-        reader = node.reader()
+        reader = chain.reader()
         balances = [free_balance(reader, a) for a in (in_flight, hung, after)]
     finally:
         with contextlib.suppress(ProcessLookupError, AttributeError):
