@@ -26,7 +26,7 @@ test: bootstrap-test
 
 # The loop of every edit: lint, import contracts, and every test that starts no process (unit,
 # static, golden vectors); a test that starts one anyway fails (tests/process_lane.py).
-test-fast: bootstrap
+test-fast: bootstrap-test
 	.venv/bin/ruff check .
 	.venv/bin/lint-imports
 	.venv/bin/pytest --fast -q -p no:xdist
