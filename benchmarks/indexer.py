@@ -6,9 +6,10 @@ Starts its own nodes on free loopback ports in a temporary directory (or --keep 
 1. an authority on 10 ms slots authors BLOCKS blocks while transfers (pre-signed, sequential
    nonces) are submitted in bursts, so that the blocks carry transactions and events;
 2. it restarts as a non-authoring node on the same database, so that only serving uses its CPU;
-3. the ceiling: every block's hash, body and System.Events fetched over one WebSocket with the
-   indexer's own batching (JSON-RPC batches of BATCH blocks, FETCH_AHEAD batches in flight), no
-   decoding, no storage (measured before and after the catch-up; the ratio uses their mean);
+3. the ceiling: every block's hash, body, System.Events and Timestamp.Now fetched over one
+   WebSocket with the indexer's own batching (JSON-RPC batches of BATCH blocks, FETCH_AHEAD
+   batches in flight), no decoding, no storage (measured before and after the catch-up; the
+   ratio uses their mean);
 4. the indexer's processor catches up from genesis into a fresh database (SQLite by default,
    --postgres for a throwaway PostgreSQL server started here, --database-url for another one):
    fetch, decode with the metadata, bulk insert; --runs times, each between two raw fetches;
@@ -54,7 +55,12 @@ from substrateinterface import Keypair
 from ops_tools.services.common.db import Database
 from ops_tools.services.common.migrations import migrate
 from ops_tools.services.indexer.app import MIGRATIONS, VERSION_TABLE
-from ops_tools.services.indexer.processor import EVENTS_KEY, Processor, ProcessorOptions
+from ops_tools.services.indexer.processor import (
+    EVENTS_KEY,
+    TIMESTAMP_KEY,
+    Processor,
+    ProcessorOptions,
+)
 from ops_tools.services.indexer.rpc import RpcClient
 from tests.conftest import free_port
 from tests.services.indexer.harness import Indexer
@@ -120,9 +126,10 @@ async def raw_fetch(ws_url: str, target: int) -> tuple[float, int]:
             hashes = await rpc.batch([("chain_getBlockHash", [n]) for n in range(lo, hi + 1)])
             calls = []
             for h in hashes:
-                calls += [("chain_getBlock", [h]), ("state_getStorage", [EVENTS_KEY, h])]
+                calls += [("chain_getBlock", [h]), ("state_getStorage", [EVENTS_KEY, h]),
+                          ("state_getStorage", [TIMESTAMP_KEY, h])]
             answers = await rpc.batch(calls)
-            return sum(len(a or "") for a in answers[1::2])
+            return sum(len(a or "") for a in answers[1::3])
 
         ranges = [(lo, min(lo + BATCH - 1, target)) for lo in range(0, target + 1, BATCH)]
         pending: list[asyncio.Task[int]] = []

@@ -201,4 +201,4 @@ def decode_block(raw: RawBlock, runtime: Runtime) -> Block:
                                         account=args["who"], epoch=int(args["epoch"])))
     return Block(number=raw.number, hash=raw.hash, parent_hash=raw.parent_hash,
                  spec_version=raw.spec_version, extrinsics=extrinsics, events=events,
-                 transfers=transfers, heartbeats=heartbeats)
+                 transfers=transfers, heartbeats=heartbeats, timestamp=raw.timestamp)

@@ -6,18 +6,32 @@ walks an index range), or a *residual*, which only narrows rows found by a key: 
 without one of its keys in the same conjunction would be a walk through the whole list until a
 page is found, so it is refused, naming the field and the keys that serve it. A block range
 bounded on both sides and at most ``MAX_RANGE_BLOCKS`` wide counts as a key.
+
+A block time range becomes a block number range: block times only grow along the chain
+(pallet_timestamp refuses a time not past its parent's), so the first block at or after a time
+is one seek on the blocks' time index, and the list walks its block-number key from there.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, false, or_, select, true
+from sqlalchemy import ColumnElement, and_, bindparam, false, or_, select, true
 
 from ops_tools.services.indexer.queries import QueryError
-from ops_tools.services.indexer.tables import EventAccountRow, EventRow, ExtrinsicRow, TransferRow
+from ops_tools.services.indexer.tables import (
+    AccountRow,
+    BlockRow,
+    EventAccountRow,
+    EventRow,
+    ExtrinsicRow,
+    HeartbeatRow,
+    OperatorRow,
+    TransferRow,
+)
 
 MAX_IN = 100
 MAX_DEPTH = 4
@@ -38,6 +52,7 @@ class Field:
     key: bool = False
     needs: tuple[str, ...] = ()  # for a residual: the keys that serve it
     block_number: bool = False
+    time: bool = False  # a block time range on ``columns``, the list's block number
     #: Turns the condition on ``columns`` into the list's (a correlated EXISTS, say).
     wrap: Callable[[ColumnElement[bool]], ColumnElement[bool]] | None = None
 
@@ -98,7 +113,7 @@ def _compile(spec: dict[str, Field], value: Any, outer_keys: frozenset[str], wal
     clauses: list[ColumnElement[bool]] = []
     for attr, ops in fields.items():
         f = spec[attr]
-        if not f.key and not f.block_number and not keys & set(f.needs):
+        if not f.key and not f.block_number and not f.time and not keys & set(f.needs):
             raise QueryError(
                 f"{where}.{f.name}: no index serves this filter on its own, and it is not run "
                 f"as a scan; combine it in the same and with {' or '.join(f.needs)}")
@@ -114,6 +129,33 @@ def _compile(spec: dict[str, Field], value: Any, outer_keys: frozenset[str], wal
     if not clauses:
         return true()
     return and_(*clauses)
+
+
+#: The network of the list a filter is compiled for, bound by ``queries.with_network``.
+NETWORK = bindparam("filter_network", type_=BlockRow.network_id.type)
+
+
+def millis(value: datetime) -> int:
+    """A GraphQL DateTime as the chain's block time (ms since the epoch; naive means UTC)."""
+    return int((value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp() * 1000)
+
+
+def _time(number: ColumnElement[Any], attr: str, operand: Any) -> ColumnElement[bool]:
+    """``number``'s block has a time ``attr`` ``operand``, as a block number condition."""
+    blocks = select(BlockRow.number).where(BlockRow.network_id == NETWORK)
+    if attr in ("equal_to", "in_"):
+        stamps = [millis(v) for v in (operand if attr == "in_" else [operand])]
+        return number.in_(blocks.where(BlockRow.timestamp.in_(stamps)))
+    stamp = millis(operand)
+    if attr.startswith("greater_than"):
+        cond = BlockRow.timestamp >= stamp if attr.endswith("equal_to") else (
+            BlockRow.timestamp > stamp)
+        first = blocks.where(cond).order_by(BlockRow.timestamp).limit(1).scalar_subquery()
+        return number >= first
+    cond = BlockRow.timestamp <= stamp if attr.endswith("equal_to") else (
+        BlockRow.timestamp < stamp)
+    last = blocks.where(cond).order_by(BlockRow.timestamp.desc()).limit(1).scalar_subquery()
+    return number <= last
 
 
 def _field(f: Field, ops: Any, walk: _Walk, where: str) -> ColumnElement[bool]:
@@ -132,7 +174,10 @@ def _field(f: Field, ops: Any, walk: _Walk, where: str) -> ColumnElement[bool]:
                 if len(operand) > MAX_IN:
                     raise QueryError(f"{where}.{f.name}.in: {len(operand)} values, at most "
                                      f"{MAX_IN}; split the query")
-                conds.append(column.in_(list(operand)) if operand else false())
+                conds.append((_time(column, attr, operand) if f.time else column.in_(
+                    list(operand))) if operand else false())
+            elif f.time:
+                conds.append(_time(column, attr, operand))
             else:
                 conds.append({"equal_to": column.__eq__, "greater_than": column.__gt__,
                               "greater_than_or_equal_to": column.__ge__,
@@ -159,6 +204,7 @@ TRANSFERS = {
     "to": Field("to", (TransferRow.recipient,), key=True),
     "account": Field("account", (TransferRow.sender, TransferRow.recipient), key=True),
     "block_number": Field("blockNumber", (TransferRow.block_number,), block_number=True),
+    "timestamp": Field("timestamp", (TransferRow.block_number,), time=True),
 }
 EXTRINSICS = {
     "signer": Field("signer", (ExtrinsicRow.signer,), key=True),
@@ -168,10 +214,30 @@ EXTRINSICS = {
                      needs=("signer", "pallet", "hash", BLOCK_RANGE)),
     "hash": Field("hash", (ExtrinsicRow.hash,), key=True),
     "block_number": Field("blockNumber", (ExtrinsicRow.block_number,), block_number=True),
+    "timestamp": Field("timestamp", (ExtrinsicRow.block_number,), time=True),
 }
 EVENTS = {
     "pallet": Field("pallet", (EventRow.pallet,), key=True),
     "name": Field("name", (EventRow.name,), needs=("pallet", BLOCK_RANGE)),
     "account": Field("account", (EventAccountRow.account,), key=True, wrap=_event_names),
     "block_number": Field("blockNumber", (EventRow.block_number,), block_number=True),
+    "timestamp": Field("timestamp", (EventRow.block_number,), time=True),
+}
+BLOCKS = {
+    "number": Field("number", (BlockRow.number,), block_number=True),
+    "hash": Field("hash", (BlockRow.hash,), key=True),
+    "timestamp": Field("timestamp", (BlockRow.number,), time=True),
+}
+HEARTBEATS = {
+    "account": Field("account", (HeartbeatRow.account,), key=True),
+    "epoch": Field("epoch", (HeartbeatRow.epoch,), needs=("account", BLOCK_RANGE)),
+    "block_number": Field("blockNumber", (HeartbeatRow.block_number,), block_number=True),
+    "timestamp": Field("timestamp", (HeartbeatRow.block_number,), time=True),
+}
+#: Operators and accounts are keyed by their account: that is their index (and their order).
+OPERATOR_RECORDS = {
+    "account": Field("account", (OperatorRow.account,), key=True),
+}
+ACCOUNTS = {
+    "address": Field("address", (AccountRow.address,), key=True),
 }

@@ -13,8 +13,9 @@ class ChainMoved(Exception):
 
 
 class SettledFork(Exception):
-    """Stored blocks at or below the finalized height disagree with the chain: the chain was
-    not the one indexed (its finality was violated), which only a reset explains."""
+    """A block the index recorded as finalized is no longer on the node's chain: finality was
+    violated, or the node was started again on the same genesis with a new history (a reset
+    that kept the chain spec). Never a normal fork: those stay above the finalized height."""
 
 
 def common_ancestor(stored: Mapping[int, str], chain: Mapping[int, str | None]) -> int | None:
@@ -24,6 +25,16 @@ def common_ancestor(stored: Mapping[int, str], chain: Mapping[int, str | None]) 
         if chain.get(number) is not None and chain.get(number) == stored[number]:
             return number
     return None
+
+
+def check_settled(ancestor: int, finalized: int, finalized_hash: str | None,
+                  chain_hash: str | None) -> None:
+    """Raises SettledFork when rolling back to ``ancestor`` removes a block recorded as
+    finalized (``finalized``, whose hash on the node's chain is now ``chain_hash``)."""
+    if finalized > ancestor:
+        raise SettledFork(f"block #{finalized} {finalized_hash}, recorded as finalized, is no "
+                          f"longer on the node's chain (#{finalized} is {chain_hash} there); "
+                          f"the common ancestor is #{ancestor}")
 
 
 def rollback_window(tip: int, finalized: int, size: int) -> range:

@@ -17,6 +17,7 @@ class RawBlock:
     extrinsics: list[str]
     events: str | None  # SCALE hex of System.Events, None when the storage is empty
     spec_version: int
+    timestamp: int | None = None  # Timestamp.Now (ms), None when the chain keeps no time
 
 
 @dataclass
@@ -71,6 +72,7 @@ class Block:
     events: list[Event]
     transfers: list[Transfer]
     heartbeats: list[Heartbeat]
+    timestamp: int | None = None
 
     def touched_accounts(self) -> set[str]:
         out: set[str] = set()

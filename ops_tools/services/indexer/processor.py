@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import logging
 import time
@@ -28,7 +29,9 @@ from ops_tools.services.indexer import store
 from ops_tools.services.indexer.decode import Runtime, decode_block
 from ops_tools.services.indexer.forks import (
     ChainMoved,
+    SettledFork,
     check_links,
+    check_settled,
     common_ancestor,
     rollback_window,
 )
@@ -38,6 +41,8 @@ from ops_tools.services.indexer.rpc import RpcClient, RpcError
 log = logging.getLogger("net.indexer.processor")
 
 EVENTS_KEY = "0x" + storage_prefix("System", "Events").hex()
+#: pallet_timestamp's time of the block (u64 ms), what indexers give as the block's time.
+TIMESTAMP_KEY = "0x" + storage_prefix("Timestamp", "Now").hex()
 ACCOUNT_PREFIX = storage_prefix("System", "Account")
 OPERATOR_PREFIX = storage_prefix("OperatorStake", "Operators")
 KEYS_PAGE = 1000
@@ -88,6 +93,7 @@ class ProcessorOptions:
     ss58_format: int = 42
 
 
+@functools.lru_cache(maxsize=65536)  # the same accounts are read again in every write group
 def _storage_key(prefix: bytes, address: str) -> str:
     return "0x" + (prefix + blake2_128_concat(bytes.fromhex(ss58_decode(address)))).hex()
 
@@ -107,6 +113,7 @@ class Processor:
         self.stopping = asyncio.Event()
         self.synced = asyncio.Event()  # set after each completed sync (tests, benchmarks)
         self.blocks_written = 0
+        self.settled_forks = 0  # finalized blocks found replaced (SettledFork), since start
         self.last_step: StepReport | None = None
         self.link_lost: LinkLost | None = LinkLost(time.monotonic(), "not connected yet")
 
@@ -241,6 +248,19 @@ class Processor:
             size *= 4
         ancestor_hash = chain[ancestor]
         assert ancestor_hash is not None
+        fin_height, fin_hash = await self._db(lambda c: store.finalized(c, net))
+        settled = False
+        fin_now = None
+        if fin_height > ancestor:
+            fin_now = chain.get(fin_height) or await rpc.call("chain_getBlockHash", [fin_height])
+        try:
+            check_settled(ancestor, fin_height, fin_hash, fin_now)
+        except SettledFork as exc:
+            # What the chain serves is what is true: the index follows it (keeping the old
+            # rows would serve a history no node has) but says loudly that this is no fork.
+            settled = True
+            self.settled_forks += 1
+            log.error("indexer: finality violated: %s; following the node's chain", exc)
         accounts, operators = await self._db(lambda c: store.touched_above(c, net, ancestor))
         snap_accounts, snap_operators = await self._snapshots(rpc, ancestor_hash, accounts,
                                                               operators)
@@ -249,7 +269,10 @@ class Processor:
             removed = store.rollback(c, net, ancestor)
             store.put_accounts(c, net, ancestor, snap_accounts)
             store.put_operators(c, net, ancestor, snap_operators)
-            store.set_status(c, net, height=ancestor, hash=ancestor_hash)
+            # After a settled fork the step's end records the chain's finalized block again.
+            store.set_status(c, net, height=ancestor, hash=ancestor_hash,
+                             **({"finalized_height": -1, "finalized_hash": None}
+                                if settled else {}))
             return removed
 
         removed = await self._db(write)
@@ -346,7 +369,8 @@ class Processor:
             raise ChainMoved(f"the node's best chain no longer reaches #{high}")
         calls: list[tuple[str, list[Any]]] = []
         for h in hashes:
-            calls += [("chain_getBlock", [h]), ("state_getStorage", [EVENTS_KEY, h])]
+            calls += [("chain_getBlock", [h]), ("state_getStorage", [EVENTS_KEY, h]),
+                      ("state_getStorage", [TIMESTAMP_KEY, h])]
         calls += [("state_getRuntimeVersion", [hashes[0]]),
                   ("state_getRuntimeVersion", [hashes[-1]])]
         answers = await rpc.batch(calls)
@@ -362,13 +386,13 @@ class Processor:
             await self._runtime(rpc, version, hashes[versions.index(version)])
         out = []
         for i, (n, h) in enumerate(zip(numbers, hashes, strict=True)):
-            signed, events = answers[2 * i], answers[2 * i + 1]
+            signed, events, stamp = answers[3 * i:3 * i + 3]
             if signed is None:
                 raise ChainMoved(f"block {h} (#{n}) is gone from the node")
             block = signed["block"]
             out.append(RawBlock(number=n, hash=h, parent_hash=block["header"]["parentHash"],
                                 extrinsics=block["extrinsics"], events=events,
-                                spec_version=versions[i]))
+                                spec_version=versions[i], timestamp=_u64(stamp)))
         return out
 
     async def _runtime(self, rpc: RpcClient, version: int, at: str) -> Runtime:
@@ -431,6 +455,16 @@ class Processor:
         snap_operators = {a: (runtime.decode_value(op_type, values[k]) if values.get(k) else None)
                           for k, a in op_keys.items()}
         return snap_accounts, snap_operators
+
+
+def _u64(value: str | None) -> int | None:
+    """A SCALE u64 storage value (hex), None when absent or not one (the node's word)."""
+    if not isinstance(value, str) or len(value) != 18 or not value.startswith("0x"):
+        return None
+    try:
+        return int.from_bytes(bytes.fromhex(value[2:]), "little")
+    except ValueError:
+        return None
 
 
 def _take(it: Iterator[T], n: int) -> list[T]:

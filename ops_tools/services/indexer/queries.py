@@ -149,6 +149,14 @@ def block_count(net: Any, low: int | None, high: int | None) -> int:
     return max(top - max(low or 0, 0) + 1, 0)
 
 
+def _where(stmt: Select[Any], where: ColumnElement[bool] | None, net: int) -> Select[Any]:
+    """``stmt`` narrowed by a compiled filter, whose block time conditions read this
+    network's blocks (filters.NETWORK)."""
+    if where is None:
+        return stmt
+    return stmt.where(where).params(filter_network=net)
+
+
 def _range(stmt: Select[Any], col: ColumnElement[Any], low: int | None,
            high: int | None) -> Select[Any]:
     if low is not None:
@@ -159,9 +167,17 @@ def _range(stmt: Select[Any], col: ColumnElement[Any], low: int | None,
 
 
 def blocks(conn: Connection, net: int, first: int, after: str | None, desc: bool,
-           low: int | None, high: int | None) -> Page:
-    stmt = _range(select(BlockRow).where(BlockRow.network_id == net), BlockRow.number, low, high)
+           low: int | None, high: int | None, where: ColumnElement[bool] | None = None) -> Page:
+    stmt = _where(select(BlockRow).where(BlockRow.network_id == net), where, net)
+    stmt = _range(stmt, BlockRow.number, low, high)
     return paginate(conn, "block", stmt, [BlockRow.number], first, after, desc)
+
+
+def block_hashes(conn: Connection, net: int, low: int, high: int) -> dict[int, str]:
+    """The stored hash of each block from ``low`` to ``high`` (a primary-key range)."""
+    rows = conn.execute(select(BlockRow.number, BlockRow.hash).where(
+        BlockRow.network_id == net, BlockRow.number >= low, BlockRow.number <= high))
+    return {r.number: r.hash for r in rows}
 
 
 def block(conn: Connection, net: int, number: int | None, hash_: str | None) -> Any:
@@ -177,9 +193,7 @@ def extrinsics(conn: Connection, net: int, first: int, after: str | None, desc: 
                pallet: str | None, call: str | None, account: str | None,
                success: bool | None, low: int | None, high: int | None,
                hash_: str | None = None, where: ColumnElement[bool] | None = None) -> Page:
-    stmt = select(ExtrinsicRow).where(ExtrinsicRow.network_id == net)
-    if where is not None:
-        stmt = stmt.where(where)
+    stmt = _where(select(ExtrinsicRow).where(ExtrinsicRow.network_id == net), where, net)
     if pallet is not None:
         stmt = stmt.where(ExtrinsicRow.pallet == pallet)
     if call is not None:
@@ -198,9 +212,7 @@ def extrinsics(conn: Connection, net: int, first: int, after: str | None, desc: 
 def events(conn: Connection, net: int, first: int, after: str | None, desc: bool, *,
            pallet: str | None, name: str | None, account: str | None, low: int | None,
            high: int | None, where: ColumnElement[bool] | None = None) -> Page:
-    stmt = select(EventRow).where(EventRow.network_id == net)
-    if where is not None:
-        stmt = stmt.where(where)
+    stmt = _where(select(EventRow).where(EventRow.network_id == net), where, net)
     if pallet is not None:
         stmt = stmt.where(EventRow.pallet == pallet)
     if name is not None:
@@ -246,9 +258,7 @@ def transfers(conn: Connection, net: int, first: int, after: str | None, desc: b
               account: str | None, sender: str | None, recipient: str | None,
               low: int | None, high: int | None,
               where: ColumnElement[bool] | None = None) -> Page:
-    stmt = select(TransferRow).where(TransferRow.network_id == net)
-    if where is not None:
-        stmt = stmt.where(where)
+    stmt = _where(select(TransferRow).where(TransferRow.network_id == net), where, net)
     if account is not None:
         stmt = stmt.where(or_(TransferRow.sender == account, TransferRow.recipient == account))
     if sender is not None:
@@ -261,8 +271,9 @@ def transfers(conn: Connection, net: int, first: int, after: str | None, desc: b
 
 
 def heartbeats(conn: Connection, net: int, first: int, after: str | None, desc: bool, *,
-               account: str | None, low: int | None, high: int | None) -> Page:
-    stmt = select(HeartbeatRow).where(HeartbeatRow.network_id == net)
+               account: str | None, low: int | None, high: int | None,
+               where: ColumnElement[bool] | None = None) -> Page:
+    stmt = _where(select(HeartbeatRow).where(HeartbeatRow.network_id == net), where, net)
     if account is not None:
         stmt = stmt.where(HeartbeatRow.account == account)
     stmt = _range(stmt, HeartbeatRow.block_number, low, high)
@@ -271,16 +282,16 @@ def heartbeats(conn: Connection, net: int, first: int, after: str | None, desc: 
 
 
 def operators(conn: Connection, net: int, first: int, after: str | None, desc: bool, *,
-              account: str | None) -> Page:
-    stmt = select(OperatorRow).where(OperatorRow.network_id == net)
+              account: str | None, where: ColumnElement[bool] | None = None) -> Page:
+    stmt = _where(select(OperatorRow).where(OperatorRow.network_id == net), where, net)
     if account is not None:
         stmt = stmt.where(OperatorRow.account == account)
     return paginate(conn, "operator", stmt, [OperatorRow.account], first, after, desc)
 
 
 def accounts(conn: Connection, net: int, first: int, after: str | None, desc: bool, *,
-             address: str | None) -> Page:
-    stmt = select(AccountRow).where(AccountRow.network_id == net)
+             address: str | None, where: ColumnElement[bool] | None = None) -> Page:
+    stmt = _where(select(AccountRow).where(AccountRow.network_id == net), where, net)
     if address is not None:
         stmt = stmt.where(AccountRow.address == address)
     return paginate(conn, "account", stmt, [AccountRow.address], first, after, desc)

@@ -182,6 +182,54 @@ class BooleanFilter:
     equal_to: bool | None = None
 
 
+@strawberry.input(description="Conditions on a block's time (ISO 8601; without a zone, UTC), "
+                              "SubQuery's names; several are all required.")
+class DatetimeFilter:
+    equal_to: datetime | None = None
+    in_: list[datetime] | None = strawberry.field(name="in", default=None)
+    greater_than: datetime | None = None
+    greater_than_or_equal_to: datetime | None = None
+    less_than: datetime | None = None
+    less_than_or_equal_to: datetime | None = None
+
+
+_TIME = "The block's time (Timestamp.Now)."
+
+
+@strawberry.input(description="Blocks: by number, hash, time.")
+class BlockFilter:
+    number: IntFilter | None = None
+    hash: StringFilter | None = None
+    timestamp: DatetimeFilter | None = strawberry.field(default=None, description=_TIME)
+    and_: list[BlockFilter] | None = strawberry.field(name="and", default=None)
+    or_: list[BlockFilter] | None = strawberry.field(name="or", default=None)
+
+
+@strawberry.input(description="Heartbeats: epoch needs account or a block range of at most "
+                              "1000 blocks.")
+class HeartbeatFilter:
+    account: StringFilter | None = None
+    epoch: IntFilter | None = None
+    block_number: IntFilter | None = None
+    timestamp: DatetimeFilter | None = strawberry.field(default=None, description=_TIME)
+    and_: list[HeartbeatFilter] | None = strawberry.field(name="and", default=None)
+    or_: list[HeartbeatFilter] | None = strawberry.field(name="or", default=None)
+
+
+@strawberry.input(description="Operators: by account (their key; other fields have no index).")
+class OperatorFilter:
+    account: StringFilter | None = None
+    and_: list[OperatorFilter] | None = strawberry.field(name="and", default=None)
+    or_: list[OperatorFilter] | None = strawberry.field(name="or", default=None)
+
+
+@strawberry.input(description="Accounts: by address (their key; balances have no index).")
+class AccountFilter:
+    address: StringFilter | None = None
+    and_: list[AccountFilter] | None = strawberry.field(name="and", default=None)
+    or_: list[AccountFilter] | None = strawberry.field(name="or", default=None)
+
+
 @strawberry.input(description="Transfers: by sender, recipient, either, block range.")
 class TransferFilter:
     from_: StringFilter | None = strawberry.field(name="from", default=None)
@@ -189,6 +237,7 @@ class TransferFilter:
     account: StringFilter | None = strawberry.field(
         default=None, description="Sender or recipient.")
     block_number: IntFilter | None = None
+    timestamp: DatetimeFilter | None = strawberry.field(default=None, description=_TIME)
     and_: list[TransferFilter] | None = strawberry.field(name="and", default=None)
     or_: list[TransferFilter] | None = strawberry.field(name="or", default=None)
 
@@ -202,6 +251,7 @@ class ExtrinsicFilter:
     success: BooleanFilter | None = None
     hash: StringFilter | None = None
     block_number: IntFilter | None = None
+    timestamp: DatetimeFilter | None = strawberry.field(default=None, description=_TIME)
     and_: list[ExtrinsicFilter] | None = strawberry.field(name="and", default=None)
     or_: list[ExtrinsicFilter] | None = strawberry.field(name="or", default=None)
 
@@ -213,6 +263,7 @@ class EventFilter:
     name: StringFilter | None = None
     account: StringFilter | None = None
     block_number: IntFilter | None = None
+    timestamp: DatetimeFilter | None = strawberry.field(default=None, description=_TIME)
     and_: list[EventFilter] | None = strawberry.field(name="and", default=None)
     or_: list[EventFilter] | None = strawberry.field(name="or", default=None)
 
@@ -260,26 +311,53 @@ async def _subscription(info: Info) -> AsyncIterator[Subscribers]:
             del subs.by_address[address]
 
 
+_REMOVED = ("true only in a subscription's message withdrawing an item it sent before, "
+            "whose block left the chain (a fork rolled it back)")
+
+
 async def _follow(info: Info, kind: str,
                   read_new: Callable[[SAConnection, int, int, int, str | None], Page]
-                  ) -> AsyncIterator[tuple[Any, Any]]:
-    """(row, network) of every item of the blocks the processor commits from now on, in
-    order, woken by the commit (feed.py); a reset goes on with the new chain from its genesis.
-    A subscriber more than ``max_backlog`` blocks behind (it reads slower than blocks arrive)
-    is dropped: its connection is closed with ``SLOW_CONSUMER_CLOSE``."""
+                  ) -> AsyncIterator[tuple[Any, Any, bool]]:
+    """(row, network, removed) of every item of the blocks the processor commits from now on,
+    in order, woken by the commit (feed.py); a reset goes on with the new chain from its
+    genesis. The items of blocks above the finalized height are kept with the hash their block
+    had when they were read: when that block leaves the chain (a rollback), each is sent again
+    with ``removed`` true, newest first, before the new branch's items. A subscriber more than
+    ``max_backlog`` blocks behind (it reads slower than blocks arrive) is dropped: its
+    connection is closed with ``SLOW_CONSUMER_CLOSE``."""
     ctx = _ctx(info)
     assert ctx.feed is not None
     async with _subscription(info) as subs:
         seen = ctx.feed.version
         net = await ctx.read(lambda c: queries.network(c, None))
         genesis, last = net.genesis_hash, net.height
+        # block number -> (its hash when read, the items sent of it); unfinalized blocks only.
+        sent: dict[int, tuple[str, list[Any]]] = {}
         while True:
             seen = await ctx.feed.wait(seen, KEEPALIVE_S)
-            net = await ctx.read(lambda c: queries.network(c, None))
+            span = (min(sent), max(sent)) if sent else None
+
+            def look(c: SAConnection, span: tuple[int, int] | None = span,
+                     ) -> tuple[Any, dict[int, str]]:
+                n = queries.network(c, None)
+                return n, ({} if span is None else queries.block_hashes(c, n.id, *span))
+            net, now = await ctx.read(look)
             if net.genesis_hash != genesis:
-                genesis, last = net.genesis_hash, -1
+                genesis, last, sent = net.genesis_hash, -1, {}
+            gone = sorted((b for b, (h, _) in sent.items() if now.get(b) != h), reverse=True)
+            if gone:
+                for number in sorted(sent, reverse=True):
+                    if number < gone[-1]:
+                        break
+                    for row in reversed(sent.pop(number)[1]):
+                        yield row, net, True
+                last = gone[-1] - 1
+            for number in [b for b in sent if b <= net.finalized_height]:
+                del sent[number]  # settled: never withdrawn
+            while len(sent) > subs.max_backlog:  # finality stalled: keep the newest blocks
+                del sent[min(sent)]
             if net.height <= last:
-                last = net.height  # a rollback: the new branch's items follow
+                last = net.height  # a rollback with nothing sent of it: the new branch follows
                 continue
             if net.height - last > subs.max_backlog:
                 ws = info.context.get("request")
@@ -287,16 +365,26 @@ async def _follow(info: Info, kind: str,
                     await ws.close(code=SLOW_CONSUMER_CLOSE,
                                    reason=f"{net.height - last} blocks behind")
                 return
+            lo, hi = last + 1, net.height
+            # The hashes before the items: a rollback between the two reads shows at the next
+            # wake as a changed hash, and what was read of it is withdrawn then.
+            hashes = await ctx.read(lambda c, n=net, a=lo, b=hi: queries.block_hashes(
+                c, n.id, max(a, n.finalized_height + 1), b))
             after: str | None = None
             while True:
-                page = await ctx.read(lambda c, a=after, n=net, lo=last: read_new(
-                    c, n.id, lo + 1, n.height, a))
+                page = await ctx.read(lambda c, a=after, n=net, a0=lo, b=hi: read_new(
+                    c, n.id, a0, b, a))
                 for row in page.rows:
-                    yield row, net
+                    number = row.number if kind == "block" else row.block_number
+                    if number in hashes:
+                        sent.setdefault(number, (hashes[number], []))[1].append(row)
+                    yield row, net, False
                 if not page.has_next:
                     break
                 after = encode_cursor(kind, page.keys[-1])
-            last = net.height
+            for number, block_hash in hashes.items():  # blocks sent with nothing in them
+                sent.setdefault(number, (block_hash, []))
+            last = hi
 
 
 @strawberry.type
@@ -304,30 +392,31 @@ class Subscription:
     @strawberry.subscription(description="Every block, as the processor commits it.")
     async def new_blocks(self, info: Info) -> AsyncGenerator[Block, None]:
         n = _ctx(info).limits.max_page_size
-        async for row, net in _follow(info, "block", lambda c, net, lo, hi, a: queries.blocks(
-                c, net, n, a, False, lo, hi)):
-            yield _block(row, net)
+        async for row, net, removed in _follow(info, "block", lambda c, net, lo, hi, a:
+                                               queries.blocks(c, net, n, a, False, lo, hi)):
+            yield _block(row, net, removed)
 
     @strawberry.subscription(description="New transfers (all, or those the filter matches).")
     async def transfers(self, info: Info, filter: TransferFilter | None = None,
                         ) -> AsyncGenerator[Transfer, None]:
         where = filters.compile_filter(filters.TRANSFERS, filter, ranged=True)
         n = _ctx(info).limits.max_page_size
-        async for row, _net in _follow(info, "transfer", lambda c, net, lo, hi, a:
-                                       queries.transfers(c, net, n, a, False, account=None,
-                                                         sender=None, recipient=None, low=lo,
-                                                         high=hi, where=where)):
-            yield _transfer(row)
+        async for row, _net, removed in _follow(
+                info, "transfer", lambda c, net, lo, hi, a: queries.transfers(
+                    c, net, n, a, False, account=None, sender=None, recipient=None, low=lo,
+                    high=hi, where=where)):
+            yield _transfer(row, removed)
 
     @strawberry.subscription(description="New events (all, or those the filter matches).")
     async def events(self, info: Info, filter: EventFilter | None = None,
                      ) -> AsyncGenerator[Event, None]:
         where = filters.compile_filter(filters.EVENTS, filter, ranged=True)
         n = _ctx(info).limits.max_page_size
-        async for row, _net in _follow(info, "event", lambda c, net, lo, hi, a: queries.events(
-                c, net, n, a, False, pallet=None, name=None, account=None, low=lo, high=hi,
-                where=where)):
-            yield _event(row)
+        async for row, _net, removed in _follow(
+                info, "event", lambda c, net, lo, hi, a: queries.events(
+                    c, net, n, a, False, pallet=None, name=None, account=None, low=lo, high=hi,
+                    where=where)):
+            yield _event(row, removed)
 
     @strawberry.subscription(name="indexStatus",
                              description="The active network's status after every commit.")
@@ -454,12 +543,19 @@ class Block:
     extrinsic_count: int
     event_count: int
     finalized: bool
+    timestamp: datetime | None = strawberry.field(
+        description="The block's time (Timestamp.Now), UTC; null where the chain keeps none.")
+    removed: bool = strawberry.field(default=False, description=_REMOVED)
 
 
-def _block(row: Any, net: Any) -> Block:
+def _block(row: Any, net: Any, removed: bool = False) -> Block:
+    stamp = (None if row.timestamp is None
+             else datetime.fromtimestamp(row.timestamp / 1000, tz=UTC))
     return Block(number=row.number, hash=row.hash, parent_hash=row.parent_hash,
                  spec_version=row.spec_version, extrinsic_count=row.extrinsic_count,
-                 event_count=row.event_count, finalized=row.number <= net.finalized_height)
+                 event_count=row.event_count,
+                 finalized=row.number <= net.finalized_height and not removed,
+                 timestamp=stamp, removed=removed)
 
 
 @strawberry.type
@@ -500,6 +596,7 @@ class Event:
     pallet: str
     name: str
     args: JSON
+    removed: bool = strawberry.field(default=False, description=_REMOVED)
 
     @strawberry.field(description="The extrinsic that emitted it (none for block hooks).")
     async def extrinsic(self, info: Info) -> Extrinsic | None:
@@ -510,10 +607,10 @@ class Event:
         return _extrinsic(row) if row else None
 
 
-def _event(row: Any) -> Event:
+def _event(row: Any, removed: bool = False) -> Event:
     return Event(network_id=row.network_id, block_number=row.block_number, index=row.idx,
                  extrinsic_index=row.extrinsic_idx, phase=row.phase, pallet=row.pallet,
-                 name=row.name, args=json.loads(row.args))
+                 name=row.name, args=json.loads(row.args), removed=removed)
 
 
 @strawberry.type
@@ -524,11 +621,12 @@ class Transfer:
     block_number: int
     event_index: int
     extrinsic_hash: str | None
+    removed: bool = strawberry.field(default=False, description=_REMOVED)
 
 
-def _transfer(r: Any) -> Transfer:
+def _transfer(r: Any, removed: bool = False) -> Transfer:
     return Transfer(from_=r.sender, to=r.recipient, amount=r.amount, block_number=r.block_number,
-                    event_index=r.event_idx, extrinsic_hash=r.extrinsic_hash)
+                    event_index=r.event_idx, extrinsic_hash=r.extrinsic_hash, removed=removed)
 
 
 @strawberry.type
@@ -606,14 +704,20 @@ class Query:
     async def blocks(self, info: Info, first: int | None = None, after: str | None = None,
                      order: Order = Order.ASC, from_block: int | None = None,
                      to_block: int | None = None,
-                     genesis_hash: str | None = None) -> Connection[Block]:
+                     genesis_hash: str | None = None,
+                     filter: BlockFilter | None = None,
+                     order_by: OrderBy | None = None) -> Connection[Block]:
         n = _first(info, first)
+        where = filters.compile_filter(filters.BLOCKS, filter)
+        desc = _desc(order, order_by)
 
         def read(c: SAConnection) -> Connection[Block]:
             net = queries.network(c, genesis_hash)
-            page = queries.blocks(c, net.id, n, after, order is Order.DESC, from_block, to_block)
-            return _connection(info, "block", page, lambda r: _block(r, net),
-                               exact=queries.block_count(net, from_block, to_block))
+            page = queries.blocks(c, net.id, n, after, desc, from_block, to_block, where)
+            # Without a filter the count is arithmetic; with one it is counted (capped).
+            exact = None if filter is not None else queries.block_count(net, from_block,
+                                                                        to_block)
+            return _connection(info, "block", page, lambda r: _block(r, net), exact=exact)
         return await _ctx(info).read(read)
 
     @strawberry.field
@@ -686,12 +790,15 @@ class Query:
                                   "at the last indexed block that touched them.")
     async def operators(self, info: Info, first: int | None = None, after: str | None = None,
                         order: Order = Order.ASC, account: str | None = None,
-                        genesis_hash: str | None = None) -> Connection[Operator]:
+                        genesis_hash: str | None = None,
+                        filter: OperatorFilter | None = None) -> Connection[Operator]:
         n = _first(info, first)
+        where = filters.compile_filter(filters.OPERATOR_RECORDS, filter)
 
         def read(c: SAConnection) -> Connection[Operator]:
             net = queries.network(c, genesis_hash)
-            page = queries.operators(c, net.id, n, after, order is Order.DESC, account=account)
+            page = queries.operators(c, net.id, n, after, order is Order.DESC, account=account,
+                                     where=where)
             return _connection(info, "operator", page, lambda r: Operator(
                 account=r.account, stake=r.stake, attestation_hash=r.attestation_hash,
                 last_heartbeat_epoch=r.last_heartbeat_epoch, registered_at=r.registered_at,
@@ -702,13 +809,17 @@ class Query:
     async def heartbeats(self, info: Info, first: int | None = None, after: str | None = None,
                          order: Order = Order.ASC, account: str | None = None,
                          from_block: int | None = None, to_block: int | None = None,
-                         genesis_hash: str | None = None) -> Connection[Heartbeat]:
+                         genesis_hash: str | None = None,
+                         filter: HeartbeatFilter | None = None,
+                         order_by: OrderBy | None = None) -> Connection[Heartbeat]:
         n = _first(info, first)
+        where = filters.compile_filter(filters.HEARTBEATS, filter)
+        desc = _desc(order, order_by)
 
         def read(c: SAConnection) -> Connection[Heartbeat]:
             net = queries.network(c, genesis_hash)
-            page = queries.heartbeats(c, net.id, n, after, order is Order.DESC, account=account,
-                                      low=from_block, high=to_block)
+            page = queries.heartbeats(c, net.id, n, after, desc, account=account,
+                                      low=from_block, high=to_block, where=where)
             return _connection(info, "heartbeat", page, lambda r: Heartbeat(
                 account=r.account, epoch=r.epoch, block_number=r.block_number,
                 event_index=r.event_idx, extrinsic_hash=r.extrinsic_hash))
@@ -717,12 +828,15 @@ class Query:
     @strawberry.field(description="Balances (System.Account) as of the last indexed block.")
     async def accounts(self, info: Info, first: int | None = None, after: str | None = None,
                        order: Order = Order.ASC, address: str | None = None,
-                       genesis_hash: str | None = None) -> Connection[Account]:
+                       genesis_hash: str | None = None,
+                       filter: AccountFilter | None = None) -> Connection[Account]:
         n = _first(info, first)
+        where = filters.compile_filter(filters.ACCOUNTS, filter)
 
         def read(c: SAConnection) -> Connection[Account]:
             net = queries.network(c, genesis_hash)
-            page = queries.accounts(c, net.id, n, after, order is Order.DESC, address=address)
+            page = queries.accounts(c, net.id, n, after, order is Order.DESC, address=address,
+                                    where=where)
             return _connection(info, "account", page, lambda r: Account(
                 address=r.address, free=r.free, reserved=r.reserved, frozen=r.frozen,
                 nonce=r.nonce, as_of_block=r.block_number))

@@ -7,7 +7,7 @@ blocks, its snapshots and the status land together or not at all.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -86,6 +86,13 @@ def stored_hashes(conn: Connection, net: int, low: int, high: int) -> dict[int, 
     return {r.number: r.hash for r in rows}
 
 
+def finalized(conn: Connection, net: int) -> tuple[int, str | None]:
+    """The finalized height and hash the index recorded (-1, None: none yet)."""
+    row = conn.execute(select(Network.finalized_height, Network.finalized_hash)
+                       .where(Network.id == net)).one()
+    return row.finalized_height, row.finalized_hash
+
+
 def block_hash(conn: Connection, net: int, number: int) -> str | None:
     return conn.execute(select(BlockRow.hash).where(
         BlockRow.network_id == net, BlockRow.number == number)).scalar()
@@ -98,7 +105,7 @@ def insert_blocks(conn: Connection, net: int, blocks: Sequence[Block]) -> None:
         rows[BlockRow].append({"network_id": net, "number": b.number, "hash": b.hash,
                                "parent_hash": b.parent_hash, "spec_version": b.spec_version,
                                "extrinsic_count": len(b.extrinsics),
-                               "event_count": len(b.events)})
+                               "event_count": len(b.events), "timestamp": b.timestamp})
         for x in b.extrinsics:
             rows[ExtrinsicRow].append({
                 "network_id": net, "block_number": b.number, "idx": x.index, "hash": x.hash,
@@ -219,6 +226,3 @@ def set_status(conn: Connection, net: int, **values: Any) -> None:
         # Delivered at this transaction's commit: the API's subscriptions read what is new.
         conn.execute(text("SELECT pg_notify('indexer_commit', '')"))
 
-
-def operator_accounts(conn: Connection, net: int) -> Iterable[str]:
-    return conn.execute(select(OperatorRow.account).where(OperatorRow.network_id == net)).scalars()

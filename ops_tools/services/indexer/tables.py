@@ -58,8 +58,11 @@ class BlockRow(Base):
     spec_version: Mapped[int] = mapped_column(Integer)
     extrinsic_count: Mapped[int] = mapped_column(Integer)
     event_count: Mapped[int] = mapped_column(Integer)
+    #: Timestamp.Now at the block (ms since the epoch); None where the chain keeps no time.
+    timestamp: Mapped[int | None] = mapped_column(BigInteger)
 
-    __table_args__ = (Index("ix_indexer_blocks_hash", "network_id", "hash"),)
+    __table_args__ = (Index("ix_indexer_blocks_hash", "network_id", "hash"),
+                      Index("ix_indexer_blocks_timestamp", "network_id", "timestamp"))
 
 
 class ExtrinsicRow(Base):

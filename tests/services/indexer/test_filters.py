@@ -6,16 +6,19 @@ refused, naming the field, before any SQL runs. The refusal rules themselves, pu
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import pytest
-from substrateinterface import Keypair
+from substrateinterface import Keypair, SubstrateInterface
 
 from ops_tools.services.indexer import filters
 from ops_tools.services.indexer.queries import QueryError
 from ops_tools.services.indexer.schema import (
     BooleanFilter,
+    DatetimeFilter,
     EventFilter,
     ExtrinsicFilter,
+    HeartbeatFilter,
     IntFilter,
     StringFilter,
 )
@@ -32,8 +35,27 @@ EVENTS_Q = """query($f: EventFilter) { events(filter: $f) { totalCount
   edges { node { blockNumber pallet name args } } } }"""
 
 
+BLOCKS_Q = """query($f: BlockFilter) { blocks(filter: $f, first: 100) { totalCount
+  edges { node { number hash timestamp } } } }"""
+
+
 def _is(value: str) -> dict:
     return {"equalTo": value}
+
+
+def _iso(millis: int) -> str:
+    return datetime.fromtimestamp(millis / 1000, tz=UTC).isoformat()
+
+
+def block_times(ws_url: str, numbers: list[int]) -> dict[int, int]:
+    """Timestamp.Now at each block, as substrate-interface reads it from the chain."""
+    substrate = SubstrateInterface(url=ws_url, ss58_format=42)
+    try:
+        return {n: int(substrate.query("Timestamp", "Now",
+                                       block_hash=substrate.get_block_hash(n)).value)
+                for n in numbers}
+    finally:
+        substrate.close()
 
 
 def test_filters_agree_with_the_chain_and_unindexed_filters_are_refused(
@@ -80,6 +102,43 @@ def test_filters_agree_with_the_chain_and_unindexed_filters_are_refused(
         assert [(e["node"]["blockNumber"], e["node"]["args"]["to"]) for e in got["edges"]] \
             == [(sent[1][0], b)] and got["totalCount"] == 1
 
+        # Block time ranges, against the chain's Timestamp.Now at the transfers' blocks.
+        times = block_times(chain.ws, [n for n, *_ in sent])
+        assert times[sent[0][0]] < times[sent[1][0]] < times[sent[2][0]]
+        got = api.data(BLOCKS_Q, {"f": {"timestamp": _is(_iso(times[sent[1][0]]))}})["blocks"]
+        assert [(e["node"]["number"], e["node"]["timestamp"]) for e in got["edges"]] \
+            == [(sent[1][0], _iso(times[sent[1][0]]))] and got["totalCount"] == 1
+        assert transfers({"account": {"in": [a, b]},
+                          "timestamp": {"greaterThan": _iso(times[sent[0][0]])}}) \
+            == (expected[1:], 2)
+        assert transfers({"account": {"in": [a, b]}, "timestamp": {
+            "greaterThanOrEqualTo": _iso(times[sent[0][0]]),
+            "lessThanOrEqualTo": _iso(times[sent[1][0]])}}) == (expected[:2], 2)
+        assert transfers({"to": _is(a), "timestamp": {"lessThan": _iso(times[sent[0][0]])}}) \
+            == ([], 0)
+        got = api.data(EVENTS_Q, {"f": {"pallet": _is("Balances"), "name": _is("Transfer"),
+                                        "timestamp": {"in": [_iso(times[sent[2][0]])]}}}
+                       )["events"]
+        assert [e["node"]["args"]["to"] for e in got["edges"]] == [a]
+
+        # The other lists: blocks by hash and number range, accounts and operators by their
+        # key, heartbeats by account.
+        h1 = chain.call("chain_getBlockHash", [sent[1][0]])
+        got = api.data(BLOCKS_Q, {"f": {"or": [{"hash": _is(h1)}, {"number": {
+            "greaterThan": sent[2][0] - 1, "lessThan": sent[2][0] + 1}}]}})["blocks"]
+        assert [e["node"]["number"] for e in got["edges"]] == [sent[1][0], sent[2][0]]
+        assert got["totalCount"] == 2
+        got = api.data("""query($f: AccountFilter) { accounts(filter: $f) { totalCount
+            edges { node { address free } } } }""", {"f": {"address": {"in": [a, b]}}})
+        assert sorted((e["node"]["address"], int(e["node"]["free"]) // TOKEN)
+                      for e in got["accounts"]["edges"]) == sorted([(a, 4), (b, 2)])
+        got = api.data("""query($f: OperatorFilter) { operators(filter: $f) { totalCount } }""",
+                       {"f": {"account": _is(a)}})
+        assert got["operators"]["totalCount"] == 0  # a never registered
+        got = api.data("""query($f: HeartbeatFilter) { heartbeats(filter: $f) { totalCount } }""",
+                       {"f": {"account": _is(a), "epoch": {"greaterThan": 0}}})
+        assert got["heartbeats"]["totalCount"] == 0
+
         # No index serves these: refused, naming the field, before any SQL runs.
         refused = {
             (EXTRINSICS_Q, '{"success": {"equalTo": true}}'): "filter.success: no index",
@@ -88,6 +147,8 @@ def test_filters_agree_with_the_chain_and_unindexed_filters_are_refused(
                        '"Transfer"}}]}'): "filter.or[1].name: no index",
             (EXTRINSICS_Q, '{"success": {"equalTo": false}, "blockNumber": {"greaterThan": 0, '
                            '"lessThan": 5000}}'): "filter.success: no index",
+            ("query($f: HeartbeatFilter) { heartbeats(filter: $f) { totalCount } }",
+             '{"epoch": {"equalTo": 1}}'): "filter.epoch: no index",
         }
         for (query, f), message in refused.items():
             with api.counting() as sql:
@@ -116,6 +177,12 @@ def test_filter_rules_name_the_field_and_bound_the_input():
     refused(filters.EVENTS, EventFilter(pallet=StringFilter(in_=[str(i) for i in range(101)])),
             r"filter\.pallet\.in: 101 values, at most 100")
     refused(filters.EVENTS, EventFilter(pallet=StringFilter()), "filter.pallet: give an op")
+    refused(filters.HEARTBEATS, HeartbeatFilter(epoch=IntFilter(equal_to=3)), "filter.epoch")
+    # A time range is a walk of the block-number key from the first block in it: it narrows
+    # but does not serve a residual on its own.
+    refused(filters.EVENTS, EventFilter(name=StringFilter(equal_to="Transfer"),
+                                        timestamp=DatetimeFilter(greater_than=datetime.now(UTC))),
+            "filter.name: no index")
     deep = EventFilter(pallet=StringFilter(equal_to="X"))
     for _ in range(5):
         deep = EventFilter(and_=[deep])

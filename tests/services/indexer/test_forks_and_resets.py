@@ -9,10 +9,14 @@ one from its genesis, without being touched.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import signal
+import time
 
 import pytest
+import websockets
 from substrateinterface import Keypair
 
 from tests.services.indexer.chain_ops import TOKEN, fresh_account, submit
@@ -76,6 +80,131 @@ def test_blocks_of_the_losing_branch_are_rolled_back(tmp_path):
         st = ix.status()
         assert st["finalizedHeight"] <= bob.finalized()
         assert "rolled back" in (tmp_path / "indexer" / "processor.log").read_text()
+    finally:
+        ix.stop()
+        bob.stop()
+        alice.stop()
+
+
+def test_a_finalized_block_replaced_on_the_same_genesis_is_reported_and_followed(tmp_path):
+    # The node's history is replaced under the index without a new genesis: the same chain
+    # spec started again on an empty database (a reset that kept the chain spec), so every
+    # block above the genesis, finalized ones included, is another block.
+    spec = raw_spec(plain_spec(tmp_path / "one.json", chain_id="settled_net", slot_ms=300))
+    first = DevNode(tmp_path / "first", str(spec), name="first").start()
+    second = _on_port(DevNode(tmp_path / "second", str(spec), name="second"), first.rpc_port)
+    ix = Indexer(tmp_path / "indexer", first.ws, f"sqlite:///{tmp_path / 'indexer.db'}")
+    try:
+        ix.start()
+        ix.wait_for(lambda: (ix.status() or {}).get("finalizedHeight", -1) >= 3, 60,
+                    "the index to record finalized blocks")
+        replaced = indexed_blocks(ix)
+        finalized = ix.status()["finalizedHeight"]
+        first.stop()
+        second.start()
+        genesis = second.call("chain_getBlockHash", [0])
+        assert genesis == replaced[0]  # the same network: no reset for the indexer
+        second.wait_for(lambda: second.best() >= finalized + 2, 60, "the second history")
+        assert second.call("chain_getBlockHash", [finalized]) != replaced[finalized]
+
+        def follows_second() -> bool:
+            st = ix.status()
+            if not st or st["height"] < finalized + 2:
+                return False
+            return all(second.call("chain_getBlockHash", [n]) == h
+                       for n, h in indexed_blocks(ix).items() if n <= st["height"])
+        ix.wait_for(follows_second, 90, "the index to follow the second history")
+        log = (tmp_path / "indexer" / "processor.log").read_text()
+        assert "finality violated" in log, log[-3000:]
+        assert "recorded as finalized, is no longer on the node's chain" in log
+        st = ix.status()
+        assert st["resetCount"] == 0 and st["genesisHash"] == genesis
+        assert st["finalizedHeight"] <= second.finalized()
+        if st["finalizedHeight"] >= 0:
+            assert st["finalizedHash"] == second.call("chain_getBlockHash",
+                                                      [st["finalizedHeight"]])
+        for number, block_hash in replaced.items():
+            if number > 0:
+                assert ix.data("query($h: String) { block(hash: $h) { number } }",
+                               {"h": block_hash})["block"] is None, number
+    finally:
+        ix.stop()
+        second.stop()
+        first.stop()
+
+
+def test_subscribers_are_told_which_items_a_rollback_withdrew(tmp_path):
+    """A transfer on the branch the indexer follows reaches a subscriber; that branch then
+    loses, and the subscriber gets the transfer and the branch's blocks again with removed:
+    true, newest first, before the winning branch's blocks from the fork point on."""
+    spec = raw_spec(plain_spec(tmp_path / "two.json", chain_id="fork_sub_net", slot_ms=300,
+                               authorities=("Alice", "Bob")))
+    alice = DevNode(tmp_path / "alice", str(spec), name="alice", validator_key="alice")
+    bob = DevNode(tmp_path / "bob", str(spec), name="bob", validator_key="bob")
+    ix = Indexer(tmp_path / "indexer", bob.ws, f"sqlite:///{tmp_path / 'indexer.db'}")
+    dest = fresh_account().ss58_address
+    try:
+        alice.start()
+        alice.wait_for(lambda: alice.best() >= 30, 90, "Alice's branch to reach #30")
+        bob.start()
+        ix.start()
+        ix.wait_height(2)
+
+        async def run() -> dict[str, list[dict]]:
+            url = ix.url.replace("http://", "ws://") + "/graphql"
+            got: dict[str, list[dict]] = {"t": [], "b": []}
+            async with websockets.connect(url, subprotocols=["graphql-transport-ws"]) as ws:
+                await ws.send(json.dumps({"type": "connection_init"}))
+                assert json.loads(await ws.recv())["type"] == "connection_ack"
+                await ws.send(json.dumps({"id": "t", "type": "subscribe", "payload": {
+                    "query": "subscription($a: String!) { transfers(filter: {to: {equalTo: "
+                             "$a}}) { to blockNumber extrinsicHash removed } }",
+                    "variables": {"a": dest}}}))
+                await ws.send(json.dumps({"id": "b", "type": "subscribe", "payload": {
+                    "query": "subscription { newBlocks { number hash removed } }"}}))
+
+                async def until(done, what: str) -> None:
+                    deadline = time.monotonic() + 120
+                    while not done():
+                        assert time.monotonic() < deadline, (what, got)
+                        msg = json.loads(await asyncio.wait_for(ws.recv(), 60))
+                        assert msg["type"] == "next", msg
+                        got[msg["id"]].append(msg["payload"]["data"])
+
+                await asyncio.to_thread(submit, bob.ws, ALICE, "Balances",
+                                        "transfer_keep_alive", {"dest": dest, "value": TOKEN})
+                await until(lambda: got["t"], "the transfer on Bob's branch")
+                await asyncio.to_thread(bob.call, "system_addReservedPeer", [alice.bootnode()])
+                await until(lambda: any(m["transfers"]["removed"] for m in got["t"]),
+                            "the transfer withdrawn")
+                # The winning branch's blocks follow the withdrawal.
+                await until(lambda: not got["b"][-1]["newBlocks"]["removed"]
+                            and any(m["newBlocks"]["removed"] for m in got["b"]),
+                            "Alice's blocks after the withdrawal")
+            return got
+
+        got = asyncio.run(run())
+        first, withdrawn = got["t"][0]["transfers"], [
+            m["transfers"] for m in got["t"] if m["transfers"]["removed"]]
+        assert first["removed"] is False and first["to"] == dest
+        assert withdrawn == [{**first, "removed": True}]
+
+        blocks = [m["newBlocks"] for m in got["b"]]
+        cut = next(i for i, b in enumerate(blocks) if b["removed"])
+        end = next(i for i in range(cut, len(blocks)) if not blocks[i]["removed"])
+        sent_before, removed, after = blocks[:cut], blocks[cut:end], blocks[end:]
+        # Withdrawn: blocks sent before, newest first, none of them on Alice's chain.
+        assert [b["number"] for b in removed] == sorted({b["number"] for b in removed},
+                                                        reverse=True)
+        by_number = {b["number"]: b["hash"] for b in sent_before}
+        for b in removed:
+            assert by_number[b["number"]] == b["hash"]
+            assert alice.call("chain_getBlockHash", [b["number"]]) != b["hash"]
+        assert removed[0]["number"] == max(by_number)  # everything above the fork point
+        # Then Alice's chain from the fork point on.
+        assert after[0]["number"] == removed[-1]["number"]
+        for b in after:
+            assert alice.call("chain_getBlockHash", [b["number"]]) == b["hash"]
     finally:
         ix.stop()
         bob.stop()

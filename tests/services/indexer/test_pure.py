@@ -14,7 +14,9 @@ from ops_tools.services.indexer import queries, store
 from ops_tools.services.indexer.decode import accounts_in, extrinsic_hash
 from ops_tools.services.indexer.forks import (
     ChainMoved,
+    SettledFork,
     check_links,
+    check_settled,
     common_ancestor,
     rollback_window,
 )
@@ -43,6 +45,15 @@ def test_rollback_window_never_goes_below_the_floor():
     assert list(rollback_window(10, 0, 4)) == [10, 9, 8, 7]
     assert list(rollback_window(10, 8, 64)) == [10, 9, 8]
     assert list(rollback_window(2, 0, 64)) == [2, 1, 0]
+
+
+def test_a_rollback_below_the_recorded_finalized_block_is_a_settled_fork():
+    check_settled(7, 7, "a7", "a7")  # the finalized block stays: an ordinary fork above it
+    check_settled(7, -1, None, None)  # nothing finalized yet
+    with pytest.raises(SettledFork, match=r"#8 a8, recorded as finalized.*#8 is b8.*#7"):
+        check_settled(7, 8, "a8", "b8")
+    with pytest.raises(SettledFork, match="#0"):
+        check_settled(0, 3, "a3", None)  # the node's chain is shorter than the finalized block
 
 
 def test_a_batch_must_extend_the_stored_tip():
