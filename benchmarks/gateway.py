@@ -46,9 +46,9 @@ import httpx
 import yaml
 from substrateinterface import Keypair, SubstrateInterface
 
+from ops_tools.chain.wire.worker_token import worker_token
 from ops_tools.services.gateway import store
 from ops_tools.services.gateway.database import open_database
-from ops_tools.services.gateway.worker_token import worker_token
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support
 from tests.support.devnode import DevNode, free_port, plain_spec, raw_spec

@@ -52,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.services.i
 import websockets
 from substrateinterface import Keypair
 
+from ops_tools.chain.aio import RpcClient
 from ops_tools.services.common.db import Database
 from ops_tools.services.common.migrations import migrate
 from ops_tools.services.indexer.app import MIGRATIONS, VERSION_TABLE
@@ -61,7 +62,6 @@ from ops_tools.services.indexer.processor import (
     Processor,
     ProcessorOptions,
 )
-from ops_tools.services.indexer.rpc import RpcClient
 from tests.conftest import free_port
 from tests.services.indexer.harness import Indexer
 from tests.services.postgres import running_postgres

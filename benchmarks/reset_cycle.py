@@ -3,8 +3,13 @@ decision time with a warm build cache, the repair of a stopped rpc-0, and a full
 time and downtime.
 
     python benchmarks/reset_cycle.py
+    python benchmarks/reset_cycle.py --testnet-shape
 
 Everything runs in temporary directories (network, cycle state, build cache) and is purged.
+``--testnet-shape`` measures the reset's downtime on the test network's shape instead: the fleet
+of ``tests/hosts/test_testnet_shape.py`` (five machines, systemd, SSH, the edge with TLS), built
+by that module's fixture, then its reset onto a new revision; the downtime, the phases and each
+service's not-ready window are what the test prints.
 """
 
 from __future__ import annotations
@@ -131,7 +136,30 @@ def repair(env: dict[str, str], base: Path, cycle: list[str]) -> None:
           f" {repair_s:.2f} s)")
 
 
+SHAPE_TESTS = "site_deploys or reset_cycle_over_ssh"
+
+
+def testnet_shape() -> None:
+    load = os.getloadavg()[0]
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "tests/hosts/test_testnet_shape.py", "-x", "-q", "-s",
+         "-p", "no:cacheprovider", "-k", SHAPE_TESTS],
+        cwd=ROOT, capture_output=True, text=True, check=False)
+    out = proc.stdout.splitlines()
+    start = next((i for i, ln in enumerate(out) if ln.startswith("reset-cycle downtime:")), None)
+    if proc.returncode != 0 or start is None:
+        raise SystemExit(f"the testnet shape's reset failed:\n{proc.stdout[-2000:]}")
+    print(f"testnet shape (load average {load:.1f} at the start,"
+          f" {os.getloadavg()[0]:.1f} at the end):")
+    for line in out[start:]:
+        if line.startswith(("reset-cycle downtime:", "  ", "services not ready")):
+            print(line.rstrip(". "))
+
+
 def main() -> None:
+    if sys.argv[1:] == ["--testnet-shape"]:
+        testnet_shape()
+        return
     with tempfile.TemporaryDirectory(prefix="reset-bench-") as tmp:
         base = Path(tmp)
         env = {

@@ -1,7 +1,8 @@
 """Run every benchmark of the suite, one after the other, and print their figures.
 
 python benchmarks/run.py [NAME ...]     (names: genesis_hash devnode_rpc devnode_sync
-                                         converge reset_cycle faucet faucet_shared indexer)
+                                         converge reset_cycle faucet faucet_shared indexer
+                                         hung_node)
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ORDER = [
     "genesis_hash", "devnode_rpc", "devnode_sync", "converge", "reset_cycle", "faucet",
-    "faucet_shared", "indexer",
+    "faucet_shared", "indexer", "hung_node",
 ]
 
 

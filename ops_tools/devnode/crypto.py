@@ -117,7 +117,3 @@ def account_from_ss58(text: object, what: str) -> bytes:
     if len(raw) != 32:
         raise InputError(f"{what}: {text!r} is not a valid ss58 address")
     return raw
-
-
-def dev_account(name: str) -> bytes:
-    return keypair_from_suri(f"//{name}", "Sr25519").public

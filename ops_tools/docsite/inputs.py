@@ -100,14 +100,19 @@ def read_record(site: Path) -> Record | None:
 
 
 def served(site: Path, record: Record) -> bool:
-    """The site link still points at the recorded build, and that build is there."""
+    """The site link still points at the recorded build, and that build is there with the
+    files its current release lists (the record says what was built; the disk, what is
+    served)."""
     try:
-        return (
-            Path(os.readlink(site)).name == record.build
-            and (site / "index.html").is_file()
-        )
-    except OSError:
+        if Path(os.readlink(site)).name != record.build or not (site / "index.html").is_file():
+            return False
+        current = site / "releases" / "current"
+        listed = json.loads((current / "release.json").read_text()).get("files", {})
+    except FileNotFoundError:
+        return record.current_genesis is None  # no release published: no release files
+    except (OSError, ValueError, AttributeError):
         return False
+    return all((current / name).is_file() for name in listed)
 
 
 def write_record(site: Path, record: Record) -> None:

@@ -133,9 +133,9 @@ def publish_site(
 
     before = digest()
     record = inputs.read_record(site)
-    if not force and record is not None and record.inputs == before and inputs.served(
-        site, record
-    ):
+    # A record of these inputs whose build is no longer served as recorded is built again.
+    stale = record is not None and record.inputs == before and not inputs.served(site, record)
+    if not force and record is not None and record.inputs == before and not stale:
         return SiteResult(False, True, False, record.current_genesis, None, False, site,
                           site.with_name(site.name + ".builds") / record.build, record.pages,
                           before)
@@ -150,7 +150,7 @@ def publish_site(
         result, bundle_json = _publish(store, release, node_key, bundle_cache)
         published = result.changed
         replaced = result.replaced["genesis_hash"] if result.replaced else None
-    built = build_site(sources, store, endpoints, site, force=force)
+    built = build_site(sources, store, endpoints, site, force=force or stale)
     after = digest()  # the index the site now shows is part of what it was built from
     inputs.write_record(site, inputs.Record(after, built.build_dir.name, built.current_genesis,
                                             built.pages))

@@ -22,6 +22,10 @@ from ops_tools.wallet.passphrase import resolve_passphrase
 TEST_ENGINE = "test"
 
 
+DEFAULT_SERVICE_USER = "net-worker"
+ROOT = "root"
+
+
 @dataclass
 class Options:
     name: str
@@ -34,6 +38,7 @@ class Options:
     gateway_url: str
     stake: int | None = None  # None: MinStake
     engine_url: str = TEST_ENGINE  # "test" (--test-engine) or an OpenAI-compatible engine's URL
+    engine_kind: str | None = None  # the engine's dialect (--engine-kind); None: the worker's
     models: list[str] = field(default_factory=list)
     no_gpu: bool = False
     # An API key of the gateway for the test request; None: no test request.
@@ -41,6 +46,8 @@ class Options:
     service_manager: str = "systemd"  # systemd | supervisor
     supervisor_conf: Path | None = None
     systemd_unit_dir: Path = Path("/etc/systemd/system")
+    # None: systemd runs the worker as DEFAULT_SERVICE_USER, supervisord as its own user;
+    # "root" only when asked for (the CLI warns).
     service_user: str | None = None
     worker_executable: Path = field(
         default_factory=lambda: Path(sys.executable).with_name("net-worker"))
@@ -61,6 +68,13 @@ class Options:
     @property
     def program(self) -> str:
         return f"net-worker-{self.name}"
+
+    @property
+    def run_as(self) -> str | None:
+        """The worker's Unix user; None: the supervisord's own."""
+        if self.service_user:
+            return self.service_user
+        return DEFAULT_SERVICE_USER if self.service_manager == "systemd" else None
 
     def worker_url(self) -> str:
         return (self.worker_public_url or f"http://{self.worker_host}:{self.worker_port}").rstrip("/")

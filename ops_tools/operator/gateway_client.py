@@ -3,23 +3,37 @@
 from __future__ import annotations
 
 import concurrent.futures
+import time
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
+from substrateinterface import Keypair
 
+from ops_tools.chain.wire.worker_view_request import sign_view_request
 from ops_tools.errors import OpsError
 
 
-def worker_view(gateway_url: str, operator: str, timeout: float = 10) -> dict[str, Any] | None:
-    """The gateway's row for ``operator``'s worker (``GET /v1/workers``), None when unknown."""
+def worker_view(gateway_url: str, keypair: Keypair, genesis_hash: str,
+                timeout: float = 10) -> dict[str, Any] | None:
+    """The gateway's row for the operator's own worker, None when unknown.
+
+    Asked with a request signed by the operator's key (``POST /v1/workers/mine``): the gateway
+    shows a worker to its operator only, and the full list is not reachable through the edge.
+    """
+    url = f"{gateway_url}/v1/workers/mine"
+    request = sign_view_request(keypair, timestamp=int(time.time()), genesis_hash=genesis_hash)
     try:
-        response = httpx.get(f"{gateway_url}/v1/workers", timeout=timeout)
+        response = httpx.post(url, json=request, timeout=timeout)
+        if response.status_code in (400, 401):
+            message = response.json().get("error", {}).get("message", response.text[:200])
+            raise OpsError(f"gateway {url}: {message}; check --gateway-url (the gateway of"
+                           " this network) and this machine's clock")
         response.raise_for_status()
         body = response.json()
     except (httpx.HTTPError, ValueError) as exc:
-        raise OpsError(f"gateway {gateway_url}/v1/workers: {exc}; check --gateway-url") from None
-    rows = [w for w in body.get("workers", []) if w.get("operator") == operator]
+        raise OpsError(f"gateway {url}: {exc}; check --gateway-url") from None
+    rows = body.get("workers", [])
     if not rows:
         return None
     row = next((w for w in rows if w.get("live")), rows[0])

@@ -12,10 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ops_tools import runbook
 from ops_tools.errors import InputError, OpsError
 from ops_tools.operator.context import Context, Options
 from ops_tools.operator.journal import Journal
 from ops_tools.operator.steps import (
+    Outcome,
     attestation,
     daemon,
     funding,
@@ -103,31 +105,55 @@ def _remember_history(ctx: Context) -> None:
 
 def settle(ctx: Context, step: Any, display: Display, result: RunResult) -> None:
     """Run ``step`` unless the journal marks it done and its ``check`` finds its result true."""
-    journal = ctx.journal
-    if journal.done(step.NAME):
+    outcome: list[Outcome] = []
+
+    def run() -> str:
+        outcome.append(step.run(ctx))
+        return outcome[0].detail
+
+    def check() -> runbook.Check:
         why = step.check(ctx)
-        if why is None:
-            rec = journal.record(step.NAME)
-            display.skipped(step.TITLE, rec.detail if rec else "")
-            result.skipped.append(step.NAME)
-            return
-        display.redoing(step.TITLE, why)
-        result.redone[step.NAME] = why
-    display.started(step.TITLE)
-    rec = journal.begin(step.NAME)
+        rec = ctx.journal.record(step.NAME)
+        return (True, rec.detail if rec else "") if why is None else (False, why)
+
     try:
-        outcome = step.run(ctx)
-    except OpsError as exc:
-        journal.fail(rec, str(exc))
-        display.failed(step.TITLE, str(exc))
+        settled = runbook.settle(
+            ctx.journal,
+            runbook.Step(step.NAME, run, check, lambda: outcome[0].facts),
+            _Titled(display, step.TITLE))
+    except OpsError:
         raise
     except Exception as exc:  # an unexpected failure is still journaled and named
-        journal.fail(rec, f"{type(exc).__name__}: {exc}")
-        display.failed(step.TITLE, str(exc))
         raise OpsError(f"{step.NAME}: {type(exc).__name__}: {exc}") from exc
-    journal.finish(rec, outcome.detail, outcome.facts)
-    display.finished(step.TITLE, outcome.detail)
+    if settled.outcome == "kept":
+        result.skipped.append(step.NAME)
+        return
+    if settled.why:
+        result.redone[step.NAME] = settled.why
     result.ran.append(step.NAME)
+
+
+@dataclass
+class _Titled:
+    """The runbook's display events, shown with the step's title."""
+
+    display: Display
+    title: str
+
+    def skipped(self, step: str, detail: str) -> None:
+        self.display.skipped(self.title, detail)
+
+    def redoing(self, step: str, reason: str) -> None:
+        self.display.redoing(self.title, reason)
+
+    def started(self, step: str) -> None:
+        self.display.started(self.title)
+
+    def finished(self, step: str, detail: str) -> None:
+        self.display.finished(self.title, detail)
+
+    def failed(self, step: str, error: str) -> None:
+        self.display.failed(self.title, error)
 
 
 def onboard(opts: Options, display: Display,
@@ -142,12 +168,8 @@ def onboard(opts: Options, display: Display,
         preflight(ctx)
         for step in STEPS:
             settle(ctx, step, display, result)
+        ctx.journal.status = "completed"
         _remember_history(ctx)
     finally:
         ctx.close()
     return result
-
-
-def steps_json(journal: Journal) -> list[dict[str, Any]]:
-    return [{"step": s.name, "status": s.status, "attempts": s.attempts, "detail": s.detail}
-            for s in journal.steps]

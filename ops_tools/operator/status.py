@@ -7,6 +7,7 @@ per settlement run (docs/gateway.md).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -56,8 +57,11 @@ def earnings(indexer_url: str, faucet_url: str | None, account: str) -> dict[str
 
 
 def status(name: str, keystore_dir: Any, rpc_url: str, gateway_url: str, indexer_url: str | None,
-           faucet_url: str | None, timeout: float = 60) -> dict[str, Any]:
-    address = Keystore(keystore_dir).info(name).ss58_address
+           faucet_url: str | None, passphrase: Callable[[], str], timeout: float = 60,
+           ) -> dict[str, Any]:
+    """``passphrase`` is asked only for the gateway's view, which the operator's key signs."""
+    keystore = Keystore(keystore_dir)
+    address = keystore.info(name).ss58_address
     substrate = rpc.connect(rpc_url, timeout)
     try:
         record = operator.operator_record(substrate, address)
@@ -78,7 +82,8 @@ def status(name: str, keystore_dir: Any, rpc_url: str, gateway_url: str, indexer
         "balance": balance.to_json(),
     }
     try:
-        out["gateway_view"] = gateway_client.worker_view(gateway_url, address)
+        keypair = keystore.unlock_hotkey(name, passphrase())
+        out["gateway_view"] = gateway_client.worker_view(gateway_url, keypair, genesis)
     except OpsError as exc:
         out["gateway_view"], out["gateway_error"] = None, str(exc)
     out["worker_live"] = bool(out["gateway_view"] and out["gateway_view"].get("live"))

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from ops_tools.operator.context import Options
+from ops_tools.operator.context import ROOT, Options
 
 # The worker notifies the watchdog every liveness tick (tick_s, 2 s) whether the tick succeeded
 # or not: a hung loop is restarted, a gateway outage is not. A tick may wait for an extrinsic's
@@ -33,6 +33,8 @@ def worker_config(opts: Options, genesis_hash: str, passphrase_file: Path) -> st
         "state_dir": str(opts.state_dir),
         "log_level": "info",
     }
+    if opts.engine_kind is not None:
+        config["engine_kind"] = opts.engine_kind
     return "# Written by ops-tools operator onboard (docs/operator.md).\n" + yaml.safe_dump(
         config, sort_keys=True)
 
@@ -43,15 +45,16 @@ def _command(opts: Options) -> str:
 
 
 def _user_lines(opts: Options) -> str:
-    if not opts.service_user:
+    user = opts.run_as
+    if user in (None, ROOT):
         return ""
-    owner = shlex.quote(f"{opts.service_user}:{opts.service_user}")
+    owner = shlex.quote(f"{user}:{user}")
     dirs = [opts.state_dir]
     if not opts.keystore_dir.is_relative_to(opts.state_dir):
         dirs.append(opts.keystore_dir)
     # The onboarding (root) writes the worker's configuration, secrets and keystore 0600; they
     # go to the worker's user before each start ("+": this command alone runs as root).
-    return (f"User={opts.service_user}\nGroup={opts.service_user}\n"
+    return (f"User={user}\nGroup={user}\n"
             f"ExecStartPre=+/bin/chown -R {owner} {shlex.join(map(str, dirs))}\n")
 
 
@@ -108,7 +111,7 @@ WantedBy=multi-user.target
 
 
 def supervisor_program(opts: Options) -> str:
-    user = f"user={opts.service_user}\n" if opts.service_user else ""
+    user = f"user={opts.run_as}\n" if opts.run_as else ""
     return f"""; Written by ops-tools operator onboard (docs/operator.md); a re-run overwrites it.
 [program:{opts.program}]
 command={_command(opts)}

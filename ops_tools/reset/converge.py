@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ops_tools.deploy.paths import PLAYBOOKS, localnet_dir
+from ops_tools.programs import Program
 from ops_tools.reset.context import CycleContext
 
 
@@ -36,39 +37,34 @@ def stage_services(ctx: CycleContext) -> str:
 def restart_command(pending: dict[str, Any]) -> str:
     """The shell command that restarts a staged service and then promotes its manifest (what
     net_service_converge writes after a start of its own)."""
-    name = pending["name"]
     staged = shlex.quote(pending["pending"])
     # Already promoted when a killed cycle is resumed here: the restart is then only repeated.
     promote = f"{{ test ! -e {staged} || mv -f {staged} {shlex.quote(pending['manifest'])}; }}"
-    if pending["manager"] == "supervisor":
-        ctl = shlex.join(["supervisorctl", "-c", pending["supervisor_conf"]])
-        restart = f"{ctl} restart {shlex.quote(name)} >/dev/null"
-        if pending["reload"]:
-            # update restarts a program whose file changed and starts a new one; otherwise
-            # it says nothing and the restart is still due.
-            restart = (f'out=$({ctl} update {shlex.quote(name)}) && case "$out" in'
-                       f' *"process group"*) ;; *) {restart} ;; esac')
-    else:
-        unit = shlex.quote(f"{name}.service")
-        restart = f"systemctl enable {unit} && systemctl restart {unit}"
-        if pending["reload"]:
-            restart = f"systemctl daemon-reload && {restart}"
-    return f"{{ {restart}; }} && {promote}"
+    return f"{{ {Program.of(pending).apply(bool(pending['reload']))}; }} && {promote}"
 
 
 def restart_services(ctx: CycleContext) -> str:
     # The staged services restart at once, all of them together: each comes up not ready
-    # (naming both hashes) until the RPC node serves its genesis, then ready. A cycle resumed
-    # without a staged run (or one that staged nothing) converges the services play in the
-    # background instead; the services phase waits for it.
+    # (naming both hashes) until the RPC node serves its genesis, then ready. The RPC and full
+    # nodes (stop-nodes' first step) stop in the same batch: one round trip to the hosts, and
+    # the restarts (seconds: a graceful stop, then startsecs) overlap the nodes' shutdown
+    # instead of lengthening the downtime. A cycle resumed without a staged run (or one that
+    # staged nothing) converges the services play in the background instead; the services
+    # phase waits for it.
     if not ctx.inventory.hosts("services"):
         return "no platform services in the inventory"
     staged = ctx.facts.get("pending_services")
     if staged:
-        ctx.machines.run("restart the staged services",
-                         {host: [restart_command(p) for p in ps] for host, ps in staged.items()},
+        public = ctx.of_role("rpc", "full")
+        commands: dict[str, list[str]] = {n.host: [n.stop_command()] for n in public}
+        for host, ps in staged.items():
+            commands.setdefault(host, []).extend(restart_command(p) for p in ps)
+        ctx.machines.run("restart the staged services; stop the RPC and full nodes", commands,
                          parallel=True)
-        return f"restarted {', '.join(sorted(p['name'] for ps in staged.values() for p in ps))}"
+        ctx.facts["stopped_with_services"] = [n.host for n in public]
+        names = ", ".join(sorted(p["name"] for ps in staged.values() for p in ps))
+        stopped = f"; stopped {', '.join(n.host for n in public)} with them" if public else ""
+        return f"restarted {names}{stopped}"
     if staged is not None:
         return "no service needed a restart"
     from ops_tools.deploy.runner import run_playbook

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ops_tools import runbook
 from ops_tools.errors import InputError, OpsError
 from ops_tools.reset import converge, inspection, network, repair
 from ops_tools.reset.context import CycleContext, CycleFailed, Options
@@ -29,7 +30,6 @@ from ops_tools.reset.decide import Action, Decision
 from ops_tools.reset.hooks import load_hooks
 from ops_tools.reset.journal import Journal
 from ops_tools.reset.lock import cycle_lock
-from ops_tools.reset.nodes import HostOpFailed
 from ops_tools.reset.outcome import record as record_outcome
 from ops_tools.reset.phases import DESTRUCTIVE, INSPECT, REPAIR, RESET, ROLL, Phase
 from ops_tools.reset.recheck import recheck
@@ -131,7 +131,7 @@ class ResetCycle:
                         " resume"
                     )
                 o.repo, o.ref = journal.repo, journal.ref
-                journal.mark_interrupted()
+                journal.resume()
             else:
                 journal = Journal.new(path, cycle_id, str(o.inventory), o.repo, o.ref)
             try:
@@ -216,7 +216,7 @@ class ResetCycle:
                 "seconds": round((p.finished or time.time()) - p.started, 2),
                 "detail": p.detail,
             }
-            for p in (self.journal.phases if self.journal else [])
+            for p in (self.journal.steps if self.journal else [])
         ]
         return Report(
             cycle_id=self.journal.cycle_id if self.journal else None,
@@ -266,28 +266,36 @@ class ResetCycle:
             raise CycleFailed("not confirmed; nothing was changed (pass --yes to run unattended)")
 
     def _phase(self, phase: Phase) -> None:
-        journal = self.journal
-        redo = ""
-        if journal is not None and journal.done(phase.value):
-            holds, why = recheck(phase, self.ctx)
-            if holds:
-                journal.finish(journal.begin(phase.value), why, status="checked")
-                return
-            redo = f"done again ({why}): "
         if self.opts.dry_run and phase in DESTRUCTIVE:
             raise AssertionError(f"dry run reached destructive phase {phase}")
-        self.opts.on_step(phase.value)
-        record = journal.begin(phase.value) if journal else None
+        ctx, journal = self.ctx, self.journal
         try:
-            detail = RUNNERS[phase](self.ctx)
-        except (OpsError, HostOpFailed) as exc:
-            if journal is not None and record is not None:
-                journal.fail(record, str(exc))
+            if journal is None:  # a dry run: nothing is journaled
+                self.opts.on_step(phase.value)
+                RUNNERS[phase](ctx)
+            else:
+                runbook.settle(journal, runbook.Step(phase.value, lambda: RUNNERS[phase](ctx),
+                                                     lambda: recheck(phase, ctx)),
+                               _Display(self.opts.on_step))
+        except OpsError as exc:  # HostOpFailed included
             where = f" (journal: {journal.path})" if journal else ""
             raise CycleFailed(f"phase {phase.value} failed: {exc}{where}") from None
-        except BaseException as exc:
-            if journal is not None and record is not None:
-                journal.fail(record, f"interrupted: {type(exc).__name__}")
-            raise
-        if journal is not None and record is not None:
-            journal.finish(record, redo + (detail or ""))
+
+
+class _Display:
+    """The cycle's progress callback: told of each phase that runs."""
+
+    def __init__(self, on_step: Callable[[str], None]) -> None:
+        self.started = on_step
+
+    def skipped(self, step: str, detail: str) -> None:
+        pass
+
+    def redoing(self, step: str, reason: str) -> None:
+        pass
+
+    def finished(self, step: str, detail: str) -> None:
+        pass
+
+    def failed(self, step: str, error: str) -> None:
+        pass

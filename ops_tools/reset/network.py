@@ -57,7 +57,11 @@ def stop_services(ctx: CycleContext) -> str:
 def stop_nodes(ctx: CycleContext) -> str:
     # Public endpoint first, authorities last; the nodes of one step stop at once (several
     # nodes on one machine, as on the local network, need not wait for each other's shutdown).
-    steps = [ctx.of_role("rpc", "full"), ctx.of_role("authority")]
+    # restart-services stopped the RPC and full nodes with its restarts in this run; a resumed
+    # cycle stops them again (a stop of a stopped node is a no-op).
+    done = set() if ctx.opts.resume else set(ctx.facts.get("stopped_with_services", []))
+    steps = [[n for n in ctx.of_role("rpc", "full") if n.host not in done],
+             ctx.of_role("authority")]
     for nodes in steps:
         ctx.machines.run(f"stop {', '.join(n.host for n in nodes)}",
                          {n.host: [n.stop_command()] for n in nodes}, parallel=True)
@@ -79,7 +83,7 @@ def _reset_nodes(ctx: CycleContext, nodes: list[Node]) -> str:
         # (a database is never purged under a running node), and what is on the host may be
         # anything, so the purge reads the new spec, pushed first.
         ctx.machines.run("stop before the purge",
-                         {n.host: [n.ensure_stopped_command()] for n in nodes})
+                         {n.host: [n.stop_command()] for n in nodes})
         ctx.machines.put("push binary and spec", push)
         ctx.machines.run("purge chain data", {n.host: [n.purge_command()] for n in nodes})
     else:
@@ -154,7 +158,11 @@ def verify(ctx: CycleContext) -> str:
     for node in ctx.nodes:
 
         def check(node: Node = node) -> tuple[bool, str]:
-            genesis, best, _ = _heights(ctx, node)
+            # Two calls, not _heights' four: on a remote host each is a command over SSH, and
+            # this wait is inside the downtime.
+            genesis = ctx.node_rpc(node, "chain_getBlockHash", [0])
+            header = ctx.node_rpc(node, "chain_getHeader") if genesis == expected else None
+            best = int(header["number"], 16) if header else None
             return genesis == expected and best is not None, f"genesis {genesis}, best #{best}"
 
         ctx.wait_on_host(node, f"serve genesis {expected}", check)

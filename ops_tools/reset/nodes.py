@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ops_tools.errors import OpsError
+from ops_tools.programs import Program
 
 LOCAL = "@local"
 
@@ -31,39 +32,20 @@ class Node:
     def rpc_port(self) -> int:
         return int(self.manifest["rpc_port"])
 
-    def _service(self, action: str) -> str:
-        service = self.manifest["service"]
-        if service["manager"] == "supervisor":
-            return shlex.join(
-                ["supervisorctl", "-c", service["supervisor_conf"], action, service["name"]]
-            )
-        return shlex.join(["systemctl", action, service["name"]])
+    @property
+    def program(self) -> Program:
+        return Program.of(self.manifest["service"])
 
     def stop_command(self) -> str:
-        return self._service("stop")
+        return self.program.stop()
 
     def start_command(self) -> str:
-        # supervisorctl answers "already started" with a non-zero status: make start idempotent
-        # so that a resumed cycle can start what an interrupted one already started.
-        if self.manifest["service"]["manager"] == "supervisor":
-            status = self._service("status")
-            return f"{status} >/dev/null 2>&1 || {self._service('start')}"
-        return self._service("start")
-
-    def ensure_stopped_command(self) -> str:
-        """Stop the node if it runs (supervisorctl answers a stop of a stopped program with an
-        error)."""
-        if self.manifest["service"]["manager"] == "supervisor":
-            return f"if {self._service('status')} >/dev/null 2>&1; then {self.stop_command()}; fi"
-        return self.stop_command()
+        # idempotent: a resumed cycle can start what an interrupted one already started
+        return self.program.start()
 
     def restart_command(self) -> str:
         """Start a node that is down; restart one whose process runs but does not answer."""
-        if self.manifest["service"]["manager"] == "supervisor":
-            status = self._service("status")
-            return f"if {status} >/dev/null 2>&1; then {self._service('restart')}; else" \
-                   f" {self._service('start')}; fi"
-        return self._service("restart")
+        return self.program.restart()
 
     def purge_command(self) -> str:
         m = self.manifest

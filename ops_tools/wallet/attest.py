@@ -3,13 +3,8 @@
 The wallet sends its own fresh nonce and checks that the report answers that nonce, for this
 operator and this account, before it hands the hash on to ``register-operator``. Given the
 account's key, it signs the request, so that the service counts it against the account's own
-limit rather than the client address's (docs/attestation.md, "Signed requests")::
-
-    b"NET-attestation-request-v1" || 0x00 || genesis hash (32) || account id (32)
-    || nonce (32) || signed_at (u64 little-endian, unix seconds) || UTF-8(operator_id)
-
-sr25519 over those bytes as they are (``Keypair.sign``); everything before ``operator_id`` has a
-fixed length, so the encoding is unambiguous. The service verifies the same bytes.
+limit rather than the client address's (docs/attestation.md, "Signed requests"; the signed
+bytes are ``ops_tools.chain.wire.attest_request``, which the service verifies).
 """
 
 from __future__ import annotations
@@ -18,7 +13,6 @@ import json
 import os
 import re
 import secrets
-import struct
 import time
 import urllib.error
 import urllib.request
@@ -27,25 +21,12 @@ from typing import Any
 
 from substrateinterface import Keypair
 
+from ops_tools.chain.wire.attest_request import request_message
 from ops_tools.errors import InputError, OpsError
 
 DEFAULT_ATTESTATION_URL = "http://127.0.0.1:8002"
 ENV_ATTESTATION_URL = "NET_ATTESTATION_URL"
 _HASH_RE = re.compile(r"^0x[0-9a-f]{64}$")
-REQUEST_SCHEME = b"NET-attestation-request-v1\x00"
-_U64_MAX = 2**64 - 1
-
-
-def request_message(genesis_hash: str, account_id: bytes, nonce: bytes, signed_at: int,
-                    operator_id: str) -> bytes:
-    """The bytes a signed report request signs (see the module's docstring)."""
-    genesis = bytes.fromhex(genesis_hash.removeprefix("0x"))
-    if len(genesis) != 32 or len(account_id) != 32 or len(nonce) != 32:
-        raise ValueError("genesis hash, account id and nonce are 32 bytes each")
-    if not 0 <= signed_at <= _U64_MAX:
-        raise ValueError("signed_at is a u64")
-    return (REQUEST_SCHEME + genesis + account_id + nonce + struct.pack("<Q", signed_at)
-            + operator_id.encode("utf-8"))
 
 
 def signed_request(keypair: Keypair, genesis_hash: str, operator_id: str, nonce: bytes,

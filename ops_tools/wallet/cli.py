@@ -13,11 +13,11 @@ import typer
 from substrateinterface.exceptions import SubstrateRequestException
 
 from ops_tools import __version__
+from ops_tools.chain.wire.heartbeat import sign_heartbeat
 from ops_tools.errors import InputError, OpsError
 from ops_tools.wallet import attest as attestation
 from ops_tools.wallet import faucet_client, inputs, mnemonic_keys, operator, passphrase, rpc
 from ops_tools.wallet.errors import ChainRejection
-from ops_tools.wallet.heartbeat_payload import sign_heartbeat
 from ops_tools.wallet.keystore import AccountInfo, Keystore, default_keystore_dir
 from ops_tools.wallet.tokens import describe_amount, format_tokens
 

@@ -25,9 +25,10 @@ from eth_utils import to_checksum_address
 from substrateinterface import Keypair
 
 from ops_tools import atomic
+from ops_tools.chain.keys import SS58_FORMAT
 from ops_tools.errors import InputError, OpsError
 from ops_tools.wallet import inputs
-from ops_tools.wallet.mnemonic_keys import SS58_FORMAT, AccountKeys
+from ops_tools.wallet.mnemonic_keys import AccountKeys
 
 KEYSTORE_ENV = "NET_KEYSTORE"
 SR25519_SUFFIX = ".sr25519.json"

@@ -14,9 +14,9 @@ from eth_account import Account
 from eth_account.signers.local import LocalAccount
 from substrateinterface import Keypair, KeypairType
 
+from ops_tools.chain.keys import SS58_FORMAT
 from ops_tools.errors import InputError
 
-SS58_FORMAT = 42
 ETH_DERIVATION_PATH = "m/44'/60'/0'/0/0"
 MNEMONIC_WORD_COUNTS = (12, 15, 18, 21, 24)
 

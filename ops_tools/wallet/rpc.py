@@ -16,9 +16,10 @@ from urllib.parse import urlsplit
 from substrateinterface import SubstrateInterface
 from websocket import WebSocketException, WebSocketTimeoutException
 
+from ops_tools.chain import substrate as chain_substrate
+from ops_tools.chain.urls import is_websocket
 from ops_tools.errors import InputError, OpsError
 from ops_tools.wallet.errors import RpcUnreachableError
-from ops_tools.wallet.mnemonic_keys import SS58_FORMAT
 
 DEFAULT_RPC_URL = "ws://127.0.0.1:9944"
 RPC_ENV = "NET_RPC_URL"
@@ -48,7 +49,7 @@ def resolve_rpc_url(flag: str | None, env: Mapping[str, str] | None = None) -> s
 
 
 def require_websocket(url: str) -> None:
-    if urlsplit(url).scheme not in ("ws", "wss"):
+    if not is_websocket(url):
         raise InputError(
             f"--rpc-url: {url!r} is HTTP; submitting and waiting for inclusion needs a WebSocket"
             " endpoint, use the ws:// or wss:// URL of the node"
@@ -82,14 +83,9 @@ def _short_reason(exc: BaseException) -> str:
 
 def connect(url: str, timeout: float = DEFAULT_TIMEOUT_S) -> SubstrateInterface:
     with rpc_errors(url, timeout):
-        substrate = SubstrateInterface(
-            url=url,
-            ss58_format=SS58_FORMAT,
-            ws_options={"timeout": timeout},
-            # A dropped connection mid-submit must fail loudly, not re-send on a new socket.
-            auto_reconnect=False,
-        )
         try:
+            # A dropped connection mid-submit must fail loudly, not re-send on a new socket.
+            substrate = chain_substrate.connect(url, timeout, reconnect=False)
             substrate.init_runtime()
         except (OSError, WebSocketException):
             raise

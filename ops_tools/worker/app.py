@@ -1,7 +1,7 @@
 """The worker's HTTP side: the gateway's requests forwarded to the engine.
 
 An inference request must carry this worker's own token, the one the gateway returned to its
-latest accepted announcement (ops_tools/services/gateway/worker_token.py): no other worker's token,
+latest accepted announcement (ops_tools/chain/wire/worker_token.py): no other worker's token,
 nor anything an announced endpoint has seen, opens this one."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ops_tools.services.gateway.asgi_stream import DisconnectWatch, PassThrough
-from ops_tools.worker.engines import HttpEngine, TestEngine
+from ops_tools.asgi_stream import DisconnectWatch, PassThrough
+from ops_tools.worker.engines import EngineFront
 
 JSON = "application/json"
 CLIENT_CLOSED = 499
@@ -38,7 +38,7 @@ def _error(status: int, message: str, code: str) -> Response:
 
 
 def build_app(
-    engine: TestEngine | HttpEngine,
+    engine: EngineFront,
     token: Callable[[], str | None] | None,
     *,
     on_start: Callable[[], Awaitable[Any]] | None = None,
@@ -87,7 +87,16 @@ def build_app(
         return Response(orjson.dumps({"object": "list", "data": data}), media_type=JSON)
 
     async def health(request: Request) -> Response:
-        body = {"status": "ok", "engine": engine.name, **(status() if status else {})}
+        """The gateway's health check reads ``engine_load`` here and routes by it (within the
+        bounds it sets: it is this worker's claim)."""
+        body: dict[str, Any] = {"status": "ok", "engine": engine.name,
+                                "engine_kind": engine.kind, **(status() if status else {})}
+        try:
+            load = await engine.load()
+        except Exception:
+            load = None
+        if load is not None:
+            body["engine_load"] = load.as_dict()
         return Response(orjson.dumps(body), media_type=JSON)
 
     async def is_ready(request: Request) -> Response:
@@ -95,10 +104,7 @@ def build_app(
         through; 503 with the reason and ``Retry-After`` otherwise."""
         problem = ready() if ready else None
         if problem is None:
-            try:
-                await engine.models()
-            except Exception as exc:
-                problem = f"the engine does not answer: {type(exc).__name__}"
+            problem = await engine.ready()
         if problem is not None:
             body = {"error": {"code": "not_ready", "message": problem}}
             return Response(orjson.dumps(body), 503, headers={"Retry-After": "2"},

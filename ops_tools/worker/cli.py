@@ -13,25 +13,20 @@ from typing import Any
 import uvicorn
 from substrateinterface import Keypair
 
+from ops_tools.chain.keys import keypair_from_file
 from ops_tools.errors import OpsError
-from ops_tools.services.common.secrets import read_secret as _read_secret
 from ops_tools.wallet.keystore import Keystore, default_keystore_dir
 from ops_tools.wallet.passphrase import read_passphrase_file
 from ops_tools.worker import app as server
 from ops_tools.worker import config as settings
 from ops_tools.worker import sdnotify
-from ops_tools.worker.engines import HttpEngine, TestEngine
+from ops_tools.worker.engines import ENGINE_KINDS, EngineFront, make_engine
 from ops_tools.worker.liveness import Liveness
-
-
-def read_secret(path: Path, field: str) -> str:
-    return _read_secret(path, key=field).strip()
 
 
 def load_keypair(s: settings.WorkerSettings) -> Keypair:
     if s.dev_suri_file is not None:
-        return Keypair.create_from_uri(read_secret(s.dev_suri_file, "dev_suri_file"),
-                                       ss58_format=42)
+        return keypair_from_file(s.dev_suri_file, key="dev_suri_file")
     assert s.passphrase_file is not None
     keystore = Keystore(s.keystore_dir or default_keystore_dir())
     return keystore.unlock_hotkey(s.account, read_passphrase_file(s.passphrase_file))
@@ -52,6 +47,8 @@ def worker_main(argv: list[str] | None = None) -> None:
     parser.add_argument("--config", type=Path, help="YAML settings file")
     parser.add_argument("--engine-url", help="OpenAI-compatible engine base URL, or 'test' for"
                         " the built-in TEST ENGINE")
+    parser.add_argument("--engine-kind", choices=ENGINE_KINDS,
+                        help="the engine's dialect (default: test for 'test', else openai)")
     parser.add_argument("--gateway-url")
     parser.add_argument("--rpc-url")
     parser.add_argument("--listen-port", type=int)
@@ -61,7 +58,8 @@ def worker_main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     try:
         s = settings.load(args.config, {
-            "engine_url": args.engine_url, "gateway_url": args.gateway_url,
+            "engine_url": args.engine_url, "engine_kind": args.engine_kind,
+            "gateway_url": args.gateway_url,
             "rpc_url": args.rpc_url or os.environ.get("NET_RPC_URL"),
             "listen_port": args.listen_port, "account": args.account,
             "passphrase_file": args.passphrase_file,
@@ -72,14 +70,16 @@ def worker_main(argv: list[str] | None = None) -> None:
         raise SystemExit(2) from None
     log_level = args.log_level or s.log_level
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(message)s")
-    engine: TestEngine | HttpEngine = (
-        TestEngine(s.models, s.test_engine_token_delay_ms) if s.engine_url == settings.TEST_ENGINE
-        else HttpEngine(s.engine_url)
-    )
+    assert s.engine_kind is not None
+    engine = EngineFront(
+        [make_engine(s.engine_kind, s.engine_url, s.models, s.test_engine_token_delay_ms)]
+        + [make_engine(extra.kind, extra.url, []) for extra in s.extra_engines],
+        [[] if s.engine_kind == settings.TEST_ENGINE else list(s.models)]
+        + [list(extra.models) for extra in s.extra_engines])
     holder: dict[str, Liveness] = {}
 
     async def on_start() -> None:
-        models = s.models or await engine.models()
+        models = await engine.models()
         liveness = Liveness(s, keypair, models)
         holder["liveness"] = liveness
         liveness.start()
@@ -130,5 +130,6 @@ def test_engine_main(argv: list[str] | None = None) -> None:
         print(f"error: --host: {args.host!r}: the test engine listens on loopback only",
               file=sys.stderr)
         raise SystemExit(2)
-    app = server.build_app(TestEngine(args.model, args.token_delay_ms), None)
+    app = server.build_app(EngineFront([make_engine("test", "test", args.model,
+                                                    args.token_delay_ms)]), None)
     _serve(app, args.host, args.port, "warning")

@@ -11,6 +11,39 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ops_tools.errors import InputError
 
 TEST_ENGINE = "test"
+# The engine dialects (ops_tools/worker/engines/): "openai" is any OpenAI-compatible server.
+ENGINE_KINDS = ("vllm", "sglang", "trtllm", "llamacpp", "openai", "test")
+
+
+def _check_kind(kind: str | None, url: str) -> str:
+    """The engine kind, checked against the URL: ``test`` and only it has the URL ``test``."""
+    kind = kind or (TEST_ENGINE if url == TEST_ENGINE else "openai")
+    if kind not in ENGINE_KINDS:
+        raise ValueError(f"engine_kind {kind!r} is not one of {', '.join(ENGINE_KINDS)}")
+    if (kind == TEST_ENGINE) != (url == TEST_ENGINE):
+        raise ValueError(f"engine_kind {kind!r} with engine_url {url!r}: the test engine has the"
+                         " URL 'test', every other kind the engine's http(s) base URL")
+    return kind
+
+
+class ExtraEngine(BaseModel):
+    """A further engine behind the worker, serving its own models (an embeddings server beside
+    a text model, say)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: str = "openai"
+    url: str
+    # The names its models are announced under; empty: those it lists at /v1/models.
+    models: list[str] = Field(default_factory=list, max_length=64)
+
+    @model_validator(mode="after")
+    def _valid(self) -> ExtraEngine:
+        if not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"url {self.url!r} is not an http(s) URL")
+        self.kind = _check_kind(self.kind, self.url)
+        self.url = self.url.rstrip("/")
+        return self
 
 
 class WorkerSettings(BaseModel):
@@ -24,6 +57,9 @@ class WorkerSettings(BaseModel):
     # "test" runs the built-in TEST ENGINE; otherwise the base URL of an OpenAI-compatible engine
     # (vLLM, SGLang, TensorRT-LLM, llama.cpp server), e.g. http://127.0.0.1:8000
     engine_url: str = TEST_ENGINE
+    # The engine's dialect (readiness, load, errors); None: test for "test", else openai.
+    engine_kind: str | None = None
+    extra_engines: list[ExtraEngine] = Field(default_factory=list, max_length=8)
     # Models announced; empty: those the engine lists at /v1/models.
     models: list[str] = Field(default_factory=list)
     capacity: int = Field(16, ge=1, le=100_000)
@@ -56,6 +92,7 @@ class WorkerSettings(BaseModel):
 
     @model_validator(mode="after")
     def _key_source(self) -> WorkerSettings:
+        self.engine_kind = _check_kind(self.engine_kind, self.engine_url)
         if (self.passphrase_file is None) == (self.dev_suri_file is None):
             raise ValueError(
                 "give passphrase_file (with account, a wallet-cli keystore account) or"

@@ -14,15 +14,20 @@ from typing import Any
 import httpx
 from substrateinterface import Keypair, SubstrateInterface
 
-from ops_tools.chain.rpc import http_url
-from ops_tools.services.gateway.announce import sign_announce
-from ops_tools.services.gateway.worker_token import MAX_LEN as MAX_TOKEN_LEN
+from ops_tools.chain import substrate as chain_substrate
+from ops_tools.chain.urls import http_url
+from ops_tools.chain.wire.announce import sign_announce
+from ops_tools.chain.wire.heartbeat import sign_heartbeat
+from ops_tools.chain.wire.worker_token import MAX_LEN as MAX_TOKEN_LEN
 from ops_tools.wallet import operator
-from ops_tools.wallet.heartbeat_payload import sign_heartbeat
 from ops_tools.worker import sdnotify
 from ops_tools.worker.config import WorkerSettings
 
 log = logging.getLogger("net.worker")
+
+# A read is a few small queries; a submission waits for its block on the same socket.
+READ_TIMEOUT_S = 10.0
+SUBMIT_TIMEOUT_S = 60.0
 
 
 @dataclass
@@ -56,14 +61,16 @@ class Liveness:
     # --- chain -----------------------------------------------------------------------------
     def _read(self) -> SubstrateInterface:
         if self._reader is None:
-            self._reader = SubstrateInterface(url=http_url(self.settings.rpc_url), ss58_format=42)
+            self._reader = chain_substrate.connect(http_url(self.settings.rpc_url),
+                                                   READ_TIMEOUT_S)
         return self._reader
 
     def _writer(self) -> SubstrateInterface:
         # One WebSocket for every extrinsic, kept between ticks: a new connection fetches and
         # decodes the runtime's metadata again, most of an idle worker's CPU.
         if self._writer_conn is None:
-            self._writer_conn = SubstrateInterface(url=self.settings.rpc_url, ss58_format=42)
+            self._writer_conn = chain_substrate.connect(self.settings.rpc_url,
+                                                        SUBMIT_TIMEOUT_S, reconnect=True)
         return self._writer_conn
 
     def _drop_writer(self) -> None:

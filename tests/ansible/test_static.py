@@ -100,6 +100,15 @@ def test_testnet_inventory_has_the_public_networks_shape() -> None:
     assert "vault_" in authority["authority_aura_suri"]
     assert "vault_" in authority["node_key_secret"]
     assert (ROOT / "inventories/testnet/group_vars/authorities/vault.yml.example").is_file()
+    # The limits' salts too: one secret for every instance on a database, never per host.
+    for service, host in (("faucet", "faucet-0"), ("attestation", "attestation-0")):
+        salt = inv["_meta"]["hostvars"][host][f"{service}_salt"]
+        assert salt == f"{{{{ vault_{service}_salt }}}}"
+        example = ROOT / f"inventories/testnet/group_vars/{service}/vault.yml.example"
+        assert f"vault_{service}_salt:" in example.read_text()
+    # The gateway's list of every worker is not published (operators read their own, signed).
+    gateway_site = inv["_meta"]["hostvars"]["edge-services-0"]["edge_site_catalog"]["gateway"]
+    assert gateway_site["hidden_paths"] == ["~ ^/v1/workers/?$"]
 
 
 def _machine(hostvars: dict) -> str:

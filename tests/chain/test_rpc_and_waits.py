@@ -8,8 +8,9 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from ops_tools.chain.rpc import RpcClient, RpcError, http_url
+from ops_tools.chain.rpc import RpcClient, RpcError
 from ops_tools.chain.status import WaitTimeout, wait_for
+from ops_tools.chain.urls import http_url
 from tests.conftest import free_port
 
 

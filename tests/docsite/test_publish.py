@@ -155,6 +155,28 @@ def test_same_inputs_do_nothing_and_a_changed_source_rebuilds(
                         project_root=root).up_to_date
 
 
+def test_a_recorded_build_whose_release_file_is_gone_is_built_again(
+    renders: dict[str, Path], tmp_path: Path
+) -> None:
+    """The site's record says these inputs are built and served; a file of the current release
+    was deleted from the served build: the record is not trusted, the site is built again."""
+    root = _project(tmp_path)
+    store, site = tmp_path / "store", tmp_path / "site"
+
+    def publish():
+        return publish_site(store, site, {"docs_url": "http://127.0.0.1:1"},
+                            Release(renders["first"], "substrate", DEVNODE), project_root=root)
+
+    first = publish()
+    raw = site / "releases" / "current" / "raw.json"
+    assert raw.is_file() and publish().up_to_date
+    raw.unlink()
+    again = publish()
+    assert again.built and not again.up_to_date and raw.is_file()
+    assert publish().up_to_date  # and then nothing again
+    assert first.inputs == again.inputs
+
+
 def test_a_substrate_release_needs_its_binary(renders: dict[str, Path], tmp_path: Path) -> None:
     from ops_tools.errors import InputError
 

@@ -105,8 +105,10 @@ DEV_SECRETS = {
 # What the services' groups take from their vaults: public development values (local.yml
 # endows //Faucet; the settlement account pays nothing here, no worker runs).
 SERVICE_VAULTS = {
-    "faucet": {"vault_faucet_seed": "//Faucet"},
-    "attestation": {"vault_attestation_mock_root_seed": "testnet-shape-seed-5d0c7a93e1f2"},
+    "faucet": {"vault_faucet_seed": "//Faucet",
+               "vault_faucet_salt": "testnet-shape-faucet-salt-8c1e4a7f"},
+    "attestation": {"vault_attestation_mock_root_seed": "testnet-shape-seed-5d0c7a93e1f2",
+                    "vault_attestation_salt": "testnet-shape-attestation-salt-2b9d"},
     "gateways": {"vault_gateway_worker_secret": "testnet-shape-worker-secret-4b8e1f0c2d7a9e6b3c5f",
                  "vault_gateway_settlement_seed": "//Ferdie"},
 }
@@ -497,6 +499,11 @@ def test_the_edge_serves_every_site_over_tls(world):
     hidden = {site: [edge(world, site, path)[0] for path in ("/metrics", "/openapi.json", "/docs")]
               for site in SERVICE_SITES.values()}
     assert all(status == 404 for statuses in hidden.values() for status in statuses), hidden
+    # Nor is the gateway's list of every worker; an operator's signed view of its own is.
+    assert [edge(world, "gateway", path)[0] for path in ("/v1/workers", "/v1/workers/")] \
+        == [404, 404]
+    status, anonymous = edge(world, "gateway", "/v1/workers/mine", {})
+    assert status == 401 and anonymous["error"]["code"] == "invalid_view_request", anonymous
     # ... and still served on the machine's loopback, where the monitoring asks.
     local = world["fleet"].by_name(SERVICES_MACHINE).ssh(
         "python3 -c 'import urllib.request as u; print(*(u.urlopen(\"http://127.0.0.1:%d/metrics\""
@@ -638,7 +645,7 @@ def test_cycle_killed_in_reset_authorities_finishes_with_resume(world):
                 current = journal(world)
             except (FileNotFoundError, ValueError):
                 current = {}
-            phases = current.get("phases", []) if current.get("cycle_id") != previous else []
+            phases = current.get("steps", []) if current.get("cycle_id") != previous else []
             if any(p["name"] == "reset-authorities" and p["status"] == "running"
                    for p in phases):
                 break
@@ -650,8 +657,8 @@ def test_cycle_killed_in_reset_authorities_finishes_with_resume(world):
         proc.wait()
     killed = journal(world)
     assert killed["status"] == "running"
-    assert killed["phases"][-1]["name"] == "reset-authorities"
-    assert killed["phases"][-1]["status"] == "running"
+    assert killed["steps"][-1]["name"] == "reset-authorities"
+    assert killed["steps"][-1]["status"] == "running"
     # Killed mid-reset: the network is down (the nodes were stopped before the purge); the
     # edge answers for it.
     status, answer = public_rpc(world, "chain_getBlockHash", [0])
@@ -665,7 +672,7 @@ def test_cycle_killed_in_reset_authorities_finishes_with_resume(world):
     assert names.count("reset-authorities") == 2
     # What the killed run journaled as done is checked against the hosts before it is skipped:
     # the nodes are still stopped, so stop-nodes is not done again.
-    again = {p["name"]: p for p in report["phases"][len(killed["phases"]):]}
+    again = {p["name"]: p for p in report["phases"][len(killed["steps"]):]}
     assert again["stop-nodes"]["status"] == "checked", again["stop-nodes"]
     # The services were staged and restarted once: what the killed run did is kept, not redone.
     for name in ("stage-services", "restart-services"):
@@ -674,6 +681,34 @@ def test_cycle_killed_in_reset_authorities_finishes_with_resume(world):
     interrupted = next(p for p in report["phases"] if p["name"] == "reset-authorities")
     assert interrupted["status"] == "interrupted"
     assert_new_chain(world, report, old)
+
+
+def test_edge_down_is_repaired_by_its_role_and_the_chain_continues(world):
+    """The public endpoint's nginx stopped while every node serves: the cycle decides repair,
+    re-converges the edge with its role and touches no chain data (the chain continues)."""
+    genesis = public_genesis(world)
+    _, head = public_rpc(world, "chain_getHeader")
+    best = int(head["result"]["number"], 16)
+    stopped = world["fleet"].by_name("rpc-0").ssh("sudo systemctl stop nginx")
+    assert stopped.returncode == 0, stopped.stderr
+    with pytest.raises(OSError):  # the edge is down: nothing answers on the public name
+        public_rpc(world, "chain_getBlockHash", [0])
+    started = time.monotonic()
+    proc = _run(cycle_argv(world, "--yes"), world["env"])
+    _timed("reset-cycle repairing the edge", started)
+    assert proc.returncode == 0, _out(proc)
+    report = json.loads(proc.stdout)
+    assert report["decision"] == "repair", report
+    assert report["down"] == ["public endpoint"], report["down"]
+    phases = {p["name"]: p["detail"] for p in report["phases"]}
+    assert phases["repair-nodes"] == "every node answers"
+    assert "edge.yml re-converged" in phases["repair-edge"], phases
+    assert "edge-rpc-0" in phases["repair-edge"], phases
+    assert public_genesis(world) == genesis
+    _, head = public_rpc(world, "chain_getHeader")
+    assert int(head["result"]["number"], 16) > best  # the same chain, continued
+    for host in NODE_HOSTS:
+        assert manifest(world, host)["genesis_hash"] == genesis, host
 
 
 OPERATOR_WORKER_PORT = 8101  # group_vars/operator_workers' operator_worker_port

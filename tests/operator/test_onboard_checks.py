@@ -112,8 +112,9 @@ def worker(stack):
         supervisorctl(stack, "stop", opts.program)
 
 
-def live(opts: Options, account: str) -> bool:
-    row = gateway_client.worker_view(opts.gateway_url, account)
+def live(ctx: Context) -> bool:
+    row = gateway_client.worker_view(ctx.options.gateway_url, ctx.keypair(),
+                                     str(ctx.journal.genesis_hash))
     return bool(row and row.get("live"))
 
 
@@ -160,12 +161,11 @@ def test_daemon_redone_when_the_gateway_does_not_list_it_live(stack, worker):
     """The program runs, its files are right, but the gateway has no live worker for it (the
     process is frozen): the check asks the gateway, not the service manager alone."""
     ctx = context(worker)
-    account = ctx.facts["account"]
     assert daemon.check(ctx) is None
     pid = int(supervisorctl(stack, "pid", worker.program).strip())
     os.kill(pid, signal.SIGSTOP)
     try:
-        wait_for(lambda: not live(worker, account), 60, "the gateway to drop the frozen worker")
+        wait_for(lambda: not live(ctx), 60, "the gateway to drop the frozen worker")
         assert "RUNNING" in supervisorctl(stack, "status", worker.program)
         # Redone while frozen: supervisord's restart ends it (SIGKILL after stopwaitsecs).
         result = settle(ctx, daemon)
@@ -174,7 +174,7 @@ def test_daemon_redone_when_the_gateway_does_not_list_it_live(stack, worker):
             os.kill(pid, signal.SIGCONT)
     assert "does not list the worker as live" in result.redone["daemon"]
     assert int(supervisorctl(stack, "pid", worker.program).strip()) != pid
-    assert live(worker, account) and daemon.check(ctx) is None
+    assert live(ctx) and daemon.check(ctx) is None
 
 
 # --- attestation -----------------------------------------------------------------------------

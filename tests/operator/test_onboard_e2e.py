@@ -261,6 +261,7 @@ def test_gateway_routes_to_the_worker_and_settlement_pays(onboarded, net):
     if fees == 0:  # no heartbeat of the operator in that block
         assert rise > 0
     status = run([str(BIN / "ops-tools"), "operator", "status", "--name", NAME, "--json",
+                  "--passphrase-file", str(net["pass"]),
                   "--rpc-url", net["rpc_ws"], "--gateway-url", net["gateway"],
                   "--indexer-url", net["indexer"] or "http://127.0.0.1:9",
                   "--faucet-url", net["faucet"]], net["env"])

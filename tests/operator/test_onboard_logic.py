@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from ops_tools.errors import OpsError
-from ops_tools.operator import gpu, gpu_probe, units
+from ops_tools.operator import gpu, gpu_probe, service_user, units
 from ops_tools.operator.context import Context, Options
 from ops_tools.operator.journal import Journal
 from ops_tools.operator.report import heartbeat_state
@@ -51,7 +53,8 @@ def test_h100_is_detected_with_model_memory_driver_and_cc_mode(fake_path, tmp_pa
         ("NVIDIA H100 PCIe", 81559, "550.54.15")]
     assert found.cc_mode == "on"
     assert gpu.same_bus(found.pci[0].slot, found.gpus[0].pci_bus_id)
-    outcome = gpu_step.run(Context(options(tmp_path), Journal(tmp_path / "j.json", "op1")))
+    journal = Journal(path=tmp_path / "j.json", name="op1")
+    outcome = gpu_step.run(Context(options(tmp_path), journal))
     assert "NVIDIA H100 PCIe" in outcome.detail and outcome.facts["gpu"]["no_gpu"] is False
 
 
@@ -66,7 +69,7 @@ def test_no_gpu_stops_with_that_message(fake_path):
 def test_no_gpu_flag_records_a_worker_without_gpu(fake_path, tmp_path):
     fake_path("none")
     outcome = gpu_step.run(Context(options(tmp_path, no_gpu=True),
-                                   Journal(tmp_path / "j.json", "op1")))
+                                   Journal(path=tmp_path / "j.json", name="op1")))
     assert outcome.facts["gpu"] == {"no_gpu": True, "pci_devices": [], "gpus": [],
                                     "cc_mode": "unknown"}
 
@@ -183,6 +186,49 @@ def test_systemd_unit_is_hardened_with_a_watchdog(tmp_path):
     assert f"--config {opts.state_dir / 'worker.yml'}" in unit
 
 
+def test_the_worker_runs_as_its_own_unprivileged_user_unless_root_is_asked_for(tmp_path):
+    default = units.systemd_unit(options(tmp_path)).splitlines()
+    assert "User=net-worker" in default and "Group=net-worker" in default
+    assert any(line.startswith("ExecStartPre=+/bin/chown -R net-worker:net-worker")
+               for line in default)
+    asked = units.systemd_unit(options(tmp_path, service_user="root"))
+    assert "User=" not in asked and "chown" not in asked
+    # supervisord's programs run as the supervisord's user unless one is named.
+    assert "user=" not in units.supervisor_program(options(tmp_path, service_manager="supervisor"))
+    named = options(tmp_path, service_manager="supervisor", service_user="nobody")
+    assert "user=nobody" in units.supervisor_program(named).splitlines()
+
+
+@pytest.fixture
+def open_dir():
+    """A directory other users may pass through (pytest's base directory is 0700)."""
+    made = Path(tempfile.mkdtemp(prefix="net-open-"))
+    made.chmod(0o755)
+    try:
+        yield made
+    finally:
+        shutil.rmtree(made)
+
+
+def test_a_directory_the_worker_user_cannot_reach_is_refused_before_anything_is_written(
+        tmp_path, open_dir):
+    closed = open_dir / "home"
+    closed.mkdir(mode=0o700)
+    opts = options(tmp_path, service_user="nobody", state_dir=closed / "state",
+                   keystore_dir=open_dir / "ks")
+    assert service_user.closed_parent(opts.state_dir) == closed
+    with pytest.raises(OpsError) as refused:
+        service_user.prepare(opts, lambda _m: None)
+    assert f"--state-dir {closed / 'state'}" in str(refused.value)
+    assert "nobody cannot reach it" in str(refused.value) and "--service-user root" in str(
+        refused.value)
+    assert not (closed / "state").exists()
+    service_user.prepare(options(tmp_path, service_user="nobody", state_dir=open_dir / "state",
+                                 keystore_dir=open_dir / "ks"), lambda _m: None)
+    with pytest.raises(OpsError, match="--service-user no-such-user-x: no such user"):
+        service_user.prepare(options(tmp_path, service_user="no-such-user-x"), lambda _m: None)
+
+
 def test_worker_config_names_secret_files_never_their_content(tmp_path):
     opts = options(tmp_path, models=["m1"])
     text = units.worker_config(opts, "0x" + "ab" * 32, tmp_path / "pp")
@@ -204,7 +250,7 @@ def test_gpu_check_redoes_the_detection_when_the_gpus_are_gone(fake_path, tmp_pa
     """The journal records the H100; the server now shows none (or another answer): the check
     names it and the step is run again (which then stops with the detection's own error)."""
     fake_path("h100")
-    journal = Journal(tmp_path / "j.json", "op1")
+    journal = Journal(path=tmp_path / "j.json", name="op1")
     ctx = Context(options(tmp_path), journal)
     journal.finish(journal.begin("gpu"), "1 GPU", gpu_step.run(ctx).facts)
     assert gpu_step.check(ctx) is None

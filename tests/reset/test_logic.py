@@ -12,7 +12,7 @@ from ops_tools.reset.decide import Action, Observed, decide
 from ops_tools.reset.hooks import load_hooks
 from ops_tools.reset.journal import Journal
 from ops_tools.reset.lock import LockHeld, cycle_lock
-from ops_tools.reset.nodes import LOCAL, machine_of
+from ops_tools.reset.nodes import LOCAL, Node, machine_of
 from ops_tools.reset.phases import DESTRUCTIVE, INSPECT, REPAIR, RESET, Phase
 from ops_tools.reset.recheck import CHECKS, KEPT, RERUN
 
@@ -128,9 +128,9 @@ def test_a_phase_killed_while_running_is_marked_interrupted_on_resume(tmp_path):
     j.finish(j.begin("stop-nodes"))
     j.begin("reset-authorities")  # then SIGKILL: nothing records its end
     loaded = Journal.load(tmp_path / "journal.json")
-    loaded.mark_interrupted()
+    loaded.resume()
     again = Journal.load(tmp_path / "journal.json")
-    assert [(p.name, p.status) for p in again.phases] == [
+    assert [(p.name, p.status) for p in again.steps] == [
         ("stop-nodes", "done"), ("reset-authorities", "interrupted")]
     assert not again.done("reset-authorities")
 
@@ -187,6 +187,13 @@ def test_service_hooks_declare_what_a_reset_does():
     )
     assert hooks[0].after_reset() == ["rm -rf db", "start-i"]
     assert hooks[1].after_reset() == ["start-g"]
+    # A service that names its program is stopped and started through its service manager.
+    (named,) = load_hooks([{"name": "faucet", "host": "svc", "reset": "restart",
+                            "program": {"manager": "systemd", "name": "net-faucet"}}], {"svc"})
+    assert (named.stop, named.start) == ("systemctl stop net-faucet.service",
+                                         "systemctl start net-faucet.service")
+    with pytest.raises(InputError, match="give 'program' or the 'stop' command"):
+        load_hooks([{"name": "x", "host": "svc", "reset": "restart"}], {"svc"})
     with pytest.raises(InputError, match=r"net_services\[0\].reset"):
         load_hooks(
             [{"name": "x", "host": "svc", "reset": "explode", "stop": "a", "start": "b"}], {"svc"}
@@ -244,16 +251,23 @@ def test_every_staged_service_of_a_host_is_restarted():
 
     staged = {"indexer-0": [pending("net-indexer-processor"), pending("net-indexer")],
               "faucet-0": [pending("net-faucet")]}
+    rpc = Node("rpc-0", "rpc", {"service": {"manager": "systemd", "name": "net-node"}})
     calls = []
     ctx = SimpleNamespace(
         inventory=SimpleNamespace(hosts=lambda group=None: list(staged)),
         facts={"pending_services": staged},
+        of_role=lambda *roles: [rpc] if "rpc" in roles else [],
         machines=SimpleNamespace(run=lambda what, cmds, parallel=False: calls.append(
             (cmds, parallel))),
     )
     detail = restart_services(ctx)
-    assert calls == [({h: [restart_command(p) for p in ps] for h, ps in staged.items()}, True)]
-    assert detail == "restarted net-faucet, net-indexer, net-indexer-processor"
+    # In one batch, at once: the restarts overlap the RPC node's shutdown (the downtime).
+    assert calls == [({"rpc-0": ["systemctl stop net-node.service"],
+                       **{h: [restart_command(p) for p in ps] for h, ps in staged.items()}},
+                      True)]
+    assert detail == ("restarted net-faucet, net-indexer, net-indexer-processor; stopped rpc-0"
+                      " with them")
+    assert ctx.facts["stopped_with_services"] == ["rpc-0"]
 
 
 def test_a_resumed_cycle_skips_the_build_only_while_its_artifact_is_intact(tmp_path):
@@ -277,3 +291,70 @@ def test_a_resumed_cycle_skips_the_build_only_while_its_artifact_is_intact(tmp_p
     assert recheck(Phase.BUILD, ctx) == (False, f"the built node binary {binary} is gone")
     # the decision is the attempt being resumed: kept, never taken again mid-reset
     assert recheck(Phase.DECIDE, ctx)[0]
+
+
+OLD, NEW = "0x" + "01" * 32, "0x" + "02" * 32
+
+
+def _world(tmp_path):
+    """The hosts as a resumed cycle finds them after a reset's phases (a stand-in for the hosts'
+    answers: the end-to-end tests cover the same rules on the local network)."""
+    from types import SimpleNamespace
+
+    from ops_tools.checksums import sha256_file
+
+    render = tmp_path / "render"
+    render.mkdir()
+    (render / "raw.json").write_text("{}")
+    nodes = [Node(h, role, {"binary": {"path": f"/opt/{h}/net-node"},
+                            "chainspec_path": f"/opt/{h}/raw.json"})
+             for h, role in (("authority-0", "authority"), ("rpc-0", "rpc"))]
+    files = {}
+    for n in nodes:  # (host, path) -> sha256: what was pushed
+        files[(n.host, n.manifest["binary"]["path"])] = "b" * 64
+        files[(n.host, n.manifest["chainspec_path"])] = sha256_file(render / "raw.json")
+    world = SimpleNamespace(served={n.host: NEW for n in nodes}, files=files,
+                            manifests={n.host: {"genesis_hash": NEW} for n in nodes})
+    ctx = SimpleNamespace(
+        facts={"expected_genesis": NEW, "render_dir": str(render), "binary_sha256": "b" * 64},
+        nodes=nodes,
+        of_role=lambda *roles: [n for n in nodes if n.role in roles],
+        node_rpc=lambda n, method, params=None: world.served.get(n.host),
+        machines=SimpleNamespace(sha256=lambda host, path: world.files.get((host, path))),
+        read_manifest=lambda host: world.manifests.get(host),
+    )
+    return world, ctx
+
+
+BREAK = {  # the thing each journaled phase claims, removed
+    Phase.STOP_NODES: lambda w: w.served.update({"rpc-0": OLD}),
+    Phase.RESET_AUTHORITIES: lambda w: w.files.pop(("authority-0", "/opt/authority-0/raw.json")),
+    Phase.RESET_RPC: lambda w: w.files.pop(("rpc-0", "/opt/rpc-0/net-node")),
+    Phase.START_AUTHORITIES: lambda w: w.served.update({"authority-0": None}),
+    Phase.START_RPC: lambda w: w.served.update({"rpc-0": None}),
+    Phase.RECORD: lambda w: w.manifests.update({"rpc-0": {"genesis_hash": OLD}}),
+}
+
+
+def test_every_checked_phase_is_covered_by_a_break_below():
+    from ops_tools.reset.recheck import CHECKS
+
+    assert set(CHECKS) == set(BREAK) | {Phase.BUILD}  # BUILD: the test above
+
+
+@pytest.mark.parametrize("phase", list(BREAK), ids=lambda p: p.value)
+def test_a_resumed_cycle_redoes_a_phase_whose_result_is_gone(tmp_path, phase):
+    from ops_tools import runbook
+    from ops_tools.reset.recheck import recheck
+
+    world, ctx = _world(tmp_path)
+    j = Journal.new(tmp_path / "journal.json", "c1", "inv", "repo", "main")
+    j.finish(j.begin(phase.value), "done by the killed cycle")
+    runs: list[str] = []
+    step = runbook.Step(phase.value, lambda: runs.append("run") or "ran",
+                        lambda: recheck(phase, ctx))
+    assert runbook.settle(j, step).outcome == "kept" and runs == []
+    BREAK[phase](world)
+    settled = runbook.settle(j, step)
+    assert settled.outcome == "redone" and runs == ["run"], settled
+    assert j.record(phase.value).detail.startswith(f"done again ({settled.why})")

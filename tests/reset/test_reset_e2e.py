@@ -347,7 +347,7 @@ def test_identity_mismatch_is_refused_before_anything_destructive(world):
         result = cycle(env, suite, "--yes")
         assert result.returncode != 0
         assert "refusing to touch it" in result.stderr
-        phases = journal(base)["phases"]
+        phases = journal(base)["steps"]
         assert phases[-1]["name"] == "preflight" and phases[-1]["status"] == "failed"
         assert not any(p["name"].startswith("stop") for p in phases)
     finally:
@@ -372,7 +372,7 @@ def test_authority_not_back_in_time_stops_the_cycle_then_resume_completes(world,
         assert "--resume" in result.stderr
         j = journal(base)
         assert j["status"] == "failed" and j["error"].startswith("wait-finality")
-        assert not any(p["name"] == "reset-rpc" for p in j["phases"])  # nothing else wiped
+        assert not any(p["name"] == "reset-rpc" for p in j["steps"])  # nothing else wiped
         assert any(rpc_db.rglob("*")), "the RPC node's data must still be there"
     finally:
         shutil.move(aside, gran_key)  # the operator's fix: the key is back
@@ -383,7 +383,7 @@ def test_authority_not_back_in_time_stops_the_cycle_then_resume_completes(world,
     report = json.loads(resumed.stdout)
     assert report["expected_genesis"] == RpcClient(PUBLIC).genesis_hash()
     assert [p["name"] for p in report["phases"]].count("wait-finality") == 2
-    again = {p["name"]: p for p in report["phases"][len(j["phases"]):]}
+    again = {p["name"]: p for p in report["phases"][len(j["steps"]):]}
     assert again["start-authorities"]["status"] == "done"
     assert again["start-authorities"]["detail"].startswith(
         "done again (authority-0 serves nothing, not"), again["start-authorities"]
@@ -427,7 +427,7 @@ def test_killed_in_the_start_phase_then_resume_completes_and_a_second_cycle_is_r
                 current = {}
             # Until the new cycle holds the lock and has written its journal, the file still
             # shows the previous cycle's phases: ignore it.
-            phases = current.get("phases", []) if current.get("cycle_id") != previous else []
+            phases = current.get("steps", []) if current.get("cycle_id") != previous else []
             if not refused and any(p["name"] == "stop-nodes" for p in phases):
                 second = cycle(env, suite, "--yes")
                 assert second.returncode != 0 and "another reset cycle is running" in second.stderr

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ops_tools.wallet import verify_heartbeat_payload
+from ops_tools.chain.wire.heartbeat import verify_heartbeat_payload
 from tests.support.devnode import DevNode, fund, run_devnode
 from tests.support.devnode import rpc as rpc_call
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from substrateinterface import Keypair, SubstrateInterface
 
-from ops_tools.chain.rpc import http_url
+from ops_tools.chain.urls import http_url
 from ops_tools.wallet import operator
 from ops_tools.worker.config import WorkerSettings
 from ops_tools.worker.liveness import Liveness

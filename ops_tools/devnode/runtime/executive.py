@@ -12,7 +12,7 @@ from typing import Any
 
 from ops_tools.chainspec.trie import ordered_trie_root, trie_root
 from ops_tools.devnode.runtime import extrinsic as xtmod
-from ops_tools.devnode.runtime.definitions import EVENTS, EXISTENTIAL_DEPOSIT
+from ops_tools.devnode.runtime.definitions import EXISTENTIAL_DEPOSIT
 from ops_tools.devnode.runtime.dispatch import (
     SIGNED,
     BlockEnv,
@@ -173,10 +173,6 @@ def _apply(
             "ExtrinsicFailed",
             {"dispatch_error": error, "dispatch_info": _dispatch_info(xt)},
         )
-
-
-def encode_events(events: list[dict[str, Any]]) -> bytes:
-    return EVENTS.encode(events)
 
 
 def account_nonce(state: State, who: bytes) -> int:

@@ -9,9 +9,7 @@ gateway answers the worker's admitted announcement with the worker's own token.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,17 +17,13 @@ import httpx
 
 from ops_tools import atomic
 from ops_tools.errors import InputError, OpsError
-from ops_tools.operator import gateway_client, units
+from ops_tools.operator import gateway_client, service_user, units
 from ops_tools.operator.context import TEST_ENGINE, Context, Options
 from ops_tools.operator.steps import Outcome, gone
+from ops_tools.programs import Program
 
 NAME = "daemon"
 TITLE = "Daemon"
-
-
-def _tool(name: str) -> str:
-    beside = Path(sys.executable).with_name(name)
-    return str(beside) if beside.exists() else (shutil.which(name) or name)
 
 
 def _run(argv: list[str], what: str) -> str:
@@ -59,8 +53,10 @@ def _supervisor_conf(opts: Options) -> Path:
     return conf
 
 
-def _supervisor_ctl(opts: Options) -> list[str]:
-    return [_tool("supervisorctl"), "-c", str(_supervisor_conf(opts))]
+def _program(opts: Options) -> Program:
+    if opts.service_manager == "systemd":
+        return Program("systemd", opts.program)
+    return Program("supervisor", opts.program, str(_supervisor_conf(opts)))
 
 
 def _service_file(opts: Options) -> tuple[Path, str]:
@@ -72,12 +68,12 @@ def _service_file(opts: Options) -> tuple[Path, str]:
 
 
 def _install_supervisor(opts: Options) -> None:
-    ctl = _supervisor_ctl(opts)
+    program = _program(opts)
     path, text = _service_file(opts)
     atomic.write_text(path, text, mode=0o644)
-    _run([*ctl, "update", opts.program], "supervisorctl update")
+    _run(program.argv("update", local=True), "supervisorctl update")
     # restart whether update started it or it ran already: a re-run must pick up new files.
-    _run([*ctl, "restart", opts.program], "supervisorctl restart")
+    _run(program.argv("restart", local=True), "supervisorctl restart")
 
 
 def _install_systemd(opts: Options) -> None:
@@ -87,10 +83,11 @@ def _install_systemd(opts: Options) -> None:
     except PermissionError:
         raise OpsError(f"daemon: cannot write {unit} (permission denied); run onboard as root"
                        " (sudo) or use --service-manager supervisor") from None
+    program = _program(opts)
     _run(["systemctl", "daemon-reload"], "systemctl daemon-reload")
-    _run(["systemctl", "enable", opts.program], "systemctl enable")
+    _run(program.argv("enable"), "systemctl enable")
     # restart, not start: a re-run after a failed daemon step must pick up the new files.
-    _run(["systemctl", "restart", opts.program], "systemctl restart")
+    _run(program.argv("restart"), "systemctl restart")
 
 
 def _wait(what: str, check, opts: Options) -> object:  # noqa: ANN001 - a small poll helper
@@ -130,6 +127,8 @@ def run(ctx: Context) -> Outcome:
         except httpx.HTTPError as exc:
             raise OpsError(f"daemon: the engine at {opts.engine_url} does not answer /v1/models"
                            f" ({exc}); start it first, or fix --engine-url") from None
+    if opts.service_manager == "systemd":
+        service_user.prepare(opts, ctx.emit)
     for path, content in files.items():
         atomic.write_bytes(path, content, mode=0o600)
     if opts.service_manager == "systemd":
@@ -142,7 +141,8 @@ def run(ctx: Context) -> Outcome:
     ctx.emit("waiting until the gateway lists the worker as live")
 
     def live() -> dict | str | None:
-        row = gateway_client.worker_view(opts.gateway_url, account)
+        row = gateway_client.worker_view(opts.gateway_url, ctx.keypair(),
+                                         str(ctx.journal.genesis_hash))
         if row is None:
             return "the gateway does not know the worker yet"
         return row if row.get("live") else str(row.get("reason"))
@@ -162,17 +162,14 @@ def run(ctx: Context) -> Outcome:
 
 
 def _running(opts: Options) -> bool:
-    if opts.service_manager == "systemd":
-        argv = ["systemctl", "is-active", opts.program]
-    else:
-        argv = [*_supervisor_ctl(opts), "status", opts.program]
+    program = _program(opts)
+    argv = program.argv("status" if program.supervisor else "is-active", local=True)
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
     except OSError as exc:
         raise OpsError(f"daemon: cannot run {argv[0]} ({exc.strerror}) to check the"
                        " worker") from None
-    words = done.stdout.split()
-    return words == ["active"] if opts.service_manager == "systemd" else "RUNNING" in words
+    return program.running(done.stdout)
 
 
 def check(ctx: Context) -> str | None:
@@ -192,7 +189,8 @@ def check(ctx: Context) -> str | None:
     why = ""
     deadline = time.monotonic() + min(opts.timeout_s, 15)
     while True:
-        row = gateway_client.worker_view(opts.gateway_url, ctx.facts["account"])
+        row = gateway_client.worker_view(opts.gateway_url, ctx.keypair(),
+                                         str(ctx.journal.genesis_hash))
         if row is not None and row.get("live"):
             return None
         why = "it does not know the worker" if row is None else str(row.get("reason"))[:200]

@@ -31,3 +31,6 @@ class AttestationSettings(ServiceSettings):
     account_limit: int = Field(default=10, ge=0)
     signed_ip_limit: int = Field(default=60, ge=0)
     limit_window_s: float = Field(default=3600.0, gt=0)
+    # The limits' salt (0600, the same secret on every instance of one database); none: the
+    # salt kept in the database, created by the first instance.
+    salt_file: Path | None = None

@@ -15,7 +15,8 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
-from ops_tools.services.attestation import binding, gpu, tdx
+from ops_tools.attestation import tdx
+from ops_tools.services.attestation import binding, gpu
 from ops_tools.services.attestation.canonical import report_hash, signed_message
 from ops_tools.services.attestation.pki import MockPki, raw_public_key
 

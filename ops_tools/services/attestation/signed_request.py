@@ -1,7 +1,7 @@
 """A report request signed by the account it names: what lets the service count it against that
 account's own limit instead of the client address's.
 
-The signed message is the wallet's (``ops_tools.wallet.attest.request_message``, sr25519 as
+The signed message is ``ops_tools.chain.wire.attest_request`` (what the wallet signs, sr25519 as
 ``Keypair.sign`` produces), as the gateway verifies the wallet's heartbeat payload. The genesis
 binds the signature to one network, ``signed_at`` to a window of ``MAX_SKEW_S`` either side of
 the service's clock, and the nonce to one report: the service refuses a second request with the
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import sr25519
 from scalecodec.utils.ss58 import ss58_decode
 
-from ops_tools.services.attestation.inputs import SS58_PREFIX, FieldError
-from ops_tools.wallet.attest import request_message
+from ops_tools.attestation.inputs import SS58_PREFIX, FieldError
+from ops_tools.chain.wire.attest_request import request_message
 
 MAX_SKEW_S = 300
 _U64_MAX = 2**64 - 1

@@ -23,6 +23,7 @@ from sqlalchemy import (
 
 from ops_tools.services.common.db import ROW_ID, Database
 from ops_tools.services.common.ratelimit import rate_events_table
+from ops_tools.services.common.salt import shared_table
 
 PREFIX = "attest"
 metadata = MetaData()
@@ -42,6 +43,8 @@ reports = Table(
     Index(f"ix_{PREFIX}_reports_account", "account", "seq"),
 )
 rate_events = rate_events_table(metadata, PREFIX)
+# The limits' salt, one for every instance on the database (common/salt.py).
+shared = shared_table(metadata, PREFIX)
 
 
 @dataclass(frozen=True)

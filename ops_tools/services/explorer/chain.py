@@ -10,7 +10,8 @@ from typing import Any
 
 from substrateinterface import SubstrateInterface
 
-from ops_tools.chain.rpc import http_url
+from ops_tools.chain import substrate as chain_substrate
+from ops_tools.chain.urls import http_url
 
 PALLET = "OperatorStake"
 PLANCKS_PER_TOKEN = 10**12
@@ -50,16 +51,18 @@ class ChainReader:
     """One HTTP client (no socket to go stale), rebuilt after a failure; the operators map is
     cached for ``cache_s`` so a busy list page does not read the whole map per request."""
 
-    def __init__(self, rpc_url: str, cache_s: float) -> None:
+    def __init__(self, rpc_url: str, cache_s: float, timeout_s: float) -> None:
         self.url = http_url(rpc_url)
         self.cache_s = cache_s
+        # A hung node fails the read within this, instead of holding every page behind the lock.
+        self.timeout_s = timeout_s
         self._lock = threading.Lock()
         self._client: SubstrateInterface | None = None
         self._cache: tuple[float, list[Registration]] | None = None
 
     def _substrate(self) -> SubstrateInterface:
         if self._client is None:
-            self._client = SubstrateInterface(url=self.url, ss58_format=42)
+            self._client = chain_substrate.connect(self.url, self.timeout_s)
         return self._client
 
     def _run(self, fn: Any) -> Any:

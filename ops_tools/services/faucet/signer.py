@@ -18,7 +18,6 @@ that resolves in none of these ways within ``ticket_ttl_s`` expires and is no lo
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import threading
 import time
@@ -29,7 +28,9 @@ from typing import Any
 from substrateinterface import Keypair, SubstrateInterface
 from substrateinterface.exceptions import SubstrateRequestException
 
-from ops_tools.chain.rpc import RpcClient, RpcError, http_url
+from ops_tools.chain import substrate as chain_substrate
+from ops_tools.chain.rpc import RpcClient, RpcError
+from ops_tools.chain.urls import http_url
 from ops_tools.chainspec.hashing import blake2_256
 from ops_tools.services.faucet.nonce import NonceManager
 
@@ -52,13 +53,6 @@ class PinnedSubstrate(SubstrateInterface):
 
     _pinned = False
     _genesis: str | None = None
-
-    def __init__(self, *args: Any, timeout_s: float, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        # substrate-interface's HTTP transport sets no timeout: a node that hangs would hold
-        # the signer's lock (and every drip behind it) until it answers again.
-        session = self.transport.session
-        session.request = functools.partial(session.request, timeout=timeout_s)
 
     def init_runtime(self, block_hash: str | None = None, block_id: int | None = None) -> Any:
         if self._pinned and block_hash is None and block_id is None:
@@ -206,8 +200,10 @@ class Signer:
         client = getattr(self, attr)
         if client is None:
             try:
-                client = PinnedSubstrate(url=self.url, ss58_format=self._ss58,
-                                         timeout_s=self._timeout)
+                # Every call bounded: a node that hangs would otherwise hold the signer's lock
+                # (and every drip behind it) until it answers again.
+                client = chain_substrate.connect(self.url, self._timeout,
+                                                 ss58_format=self._ss58, cls=PinnedSubstrate)
                 client.init_runtime()
             except Exception as exc:
                 raise ChainUnavailable(f"the chain RPC {self.url} is unreachable ({exc})") from exc

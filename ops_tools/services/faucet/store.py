@@ -12,7 +12,6 @@ settled against the chain.
 from __future__ import annotations
 
 import json
-import secrets
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +35,7 @@ from sqlalchemy.exc import IntegrityError
 
 from ops_tools.services.common.db import ROW_ID, Database
 from ops_tools.services.common.ratelimit import rate_events_table
+from ops_tools.services.common.salt import database_salt, shared_table
 
 PREFIX = "faucet"
 VERSION_TABLE = "faucet_alembic_version"
@@ -81,13 +81,7 @@ signer_leases = Table(
     Column("expires_at", Float, nullable=False),
 )
 # Values every instance on the database shares (the salt of the limits' hashes).
-shared = Table(
-    "faucet_shared",
-    metadata,
-    Column("name", String(32), primary_key=True),
-    Column("value", Text, nullable=False),
-)
-SALT_BYTES = 32
+shared = shared_table(metadata, "faucet")
 
 
 @dataclass(frozen=True)
@@ -187,13 +181,7 @@ class Ledger:
         """The salt every instance on this database uses, created once (from ``legacy``, the
         per-instance salt file of earlier versions, when there is one: its limits and
         idempotency keys stay valid)."""
-        with self.db.session(write=True) as s:
-            self.db.lock(s, "faucet_shared:salt")
-            value = s.scalar(select(shared.c.value).where(shared.c.name == "salt"))
-            if value is None:
-                value = (legacy or secrets.token_bytes(SALT_BYTES)).hex()
-                s.execute(insert(shared).values(name="salt", value=value))
-        return bytes.fromhex(value)
+        return database_salt(self.db, shared, legacy)
 
     def update(self, drip_id: int, **values: Any) -> None:
         if "response" in values and values["response"] is not None:

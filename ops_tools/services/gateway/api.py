@@ -22,20 +22,22 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ops_tools.services.gateway import openai_errors as oe
-from ops_tools.services.gateway import store, usage, wire
-from ops_tools.services.gateway.announce import verify_announce
-from ops_tools.services.gateway.asgi_stream import (
+from ops_tools.asgi_stream import (
     DisconnectWatch,
     Receive,
     Send,
     body_message,
     start_message,
 )
+from ops_tools.chain.wire.announce import verify_announce
+from ops_tools.chain.wire.heartbeat import verify_heartbeat_payload
+from ops_tools.chain.wire.worker_view_request import verify_view_request
+from ops_tools.services.gateway import openai_errors as oe
+from ops_tools.services.gateway import store, usage, wire
 from ops_tools.services.gateway.endpoints import endpoint_problem
 from ops_tools.services.gateway.router import Worker
 from ops_tools.services.gateway.service import ChainUnavailable, GatewayState
-from ops_tools.services.gateway.sse import (
+from ops_tools.sse import (
     DONE,
     EventSplitter,
     LineTooLong,
@@ -43,7 +45,6 @@ from ops_tools.services.gateway.sse import (
     classify,
     error_event,
 )
-from ops_tools.wallet.heartbeat_payload import verify_heartbeat_payload
 
 TEST_MODE_HEADER = "X-Net-Test-Mode"
 JSON = "application/json"
@@ -376,18 +377,44 @@ class GatewayApi:
         return Response(orjson.dumps({"operator": payload["operator"], "epoch": epoch,
                                       "accepted": True}), media_type=JSON)
 
-    async def workers(self, request: Request) -> Response:
-        """Every known worker and why it does (not) take traffic; no endpoints or secrets."""
+    def _rows(self, operator: str | None = None) -> list[dict[str, Any]]:
         state = self.state
         now = state.clock()
         rows = []
         for w in state.router.workers.values():
+            if operator is not None and w.operator != operator:
+                continue
             reason = state.router.why_not(w, now)
             rows.append({"operator": w.operator, "models": list(w.models),
                          "capacity": w.capacity, "inflight": w.inflight,
                          "live": reason is None, "reason": reason,
                          "heartbeat_epoch": state.router.heartbeats.get(w.operator)})
-        live = {m: len(ws) for m, ws in state.router.live_models(now).items()}
+        return rows
+
+    async def own_workers(self, request: Request) -> Response:
+        """The signing operator's own workers, nobody else's (the edge hides the full list)."""
+        state = self.state
+        try:
+            payload = await self._payload(request)
+            problem = verify_view_request(payload, expected_genesis_hash=state.genesis_hash,
+                                          now=time.time(),
+                                          max_skew_s=state.fields.announce_max_skew_s)
+            if problem:
+                raise oe.OpenAIError(401, f"worker view refused: {problem}",
+                                     param="view_request", code="invalid_view_request")
+        except oe.OpenAIError as exc:
+            return error_response(exc)
+        return Response(orjson.dumps({
+            "operator": payload["operator"], "current_epoch": state.router.chain.current_epoch,
+            "workers": self._rows(payload["operator"]), "test_mode": True,
+        }), media_type=JSON)
+
+    async def workers(self, request: Request) -> Response:
+        """Every known worker and why it does (not) take traffic; no endpoints or secrets.
+        For the monitoring on loopback and the private network: the edge does not proxy it."""
+        state = self.state
+        rows = self._rows()
+        live = {m: len(ws) for m, ws in state.router.live_models(state.clock()).items()}
         return Response(orjson.dumps({
             "genesis_hash": state.genesis_hash, "current_epoch": state.router.chain.current_epoch,
             "chain_error": state.chain_error, "live_workers_per_model": live, "workers": rows,

@@ -8,10 +8,10 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from ops_tools.secrets import read_secret
 from ops_tools.services.common import logs
 from ops_tools.services.common.app import ServiceInfo, create_app
 from ops_tools.services.common.readiness import ChainWatch, database_check
-from ops_tools.services.common.secrets import read_secret
 from ops_tools.services.common.settings import SettingsError
 from ops_tools.services.gateway import store
 from ops_tools.services.gateway.config import GatewaySettings

@@ -13,35 +13,21 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import requests
 from scalecodec.base import ScaleBytes
 from substrateinterface import Keypair, SubstrateInterface
 from substrateinterface.storage import StorageKey
 
-from ops_tools.chain.rpc import http_url
+from ops_tools.chain import substrate as chain_substrate
+from ops_tools.chain.urls import http_url
 from ops_tools.services.gateway.router import ChainView
 
 PALLET = "OperatorStake"
 
 
-class _TimedSession(requests.Session):
-    """substrate-interface's HTTP transport gives ``requests`` no timeout; this one always has
-    one."""
-
-    def __init__(self, timeout_s: float) -> None:
-        super().__init__()
-        self.timeout_s = timeout_s
-
-    def request(self, *args: Any, **kwargs: Any) -> requests.Response:  # type: ignore[override]
-        kwargs.setdefault("timeout", (self.timeout_s, self.timeout_s))
-        return super().request(*args, **kwargs)
-
-
 def connect(rpc_url: str, timeout_s: float) -> SubstrateInterface:
-    """substrate-interface over HTTP, every call bounded by ``timeout_s`` (connect and read)."""
-    substrate = SubstrateInterface(url=http_url(rpc_url), ss58_format=42)
-    substrate.transport.session = _TimedSession(timeout_s)
-    return substrate
+    """substrate-interface over HTTP, every call bounded by ``timeout_s`` (connect and read),
+    addresses in the chain's own ss58 format (its ``system_properties``)."""
+    return chain_substrate.connect(http_url(rpc_url), timeout_s)
 
 
 class ChainReader:
@@ -103,15 +89,6 @@ class ChainReader:
                          stakes=stakes)
 
 
-def settlement_keypair(secret: str) -> Keypair:
-    secret = secret.strip()
-    if secret.startswith("0x") and len(secret) == 66:
-        return Keypair.create_from_seed(secret, ss58_format=42)
-    if secret.startswith("//") or secret.startswith("/"):
-        return Keypair.create_from_uri(secret, ss58_format=42)
-    return Keypair.create_from_mnemonic(secret, ss58_format=42)
-
-
 @dataclass(frozen=True)
 class Signed:
     """A signed transfer, not yet sent: what is recorded before it is."""
@@ -154,7 +131,8 @@ class Settler:
         substrate = connect(self.rpc_url, self.timeout_s)
         try:
             nonce = int(substrate.rpc_request(
-                "system_accountNextIndex", [self.keypair.ss58_address])["result"])
+                "system_accountNextIndex",
+                [substrate.ss58_encode(self.keypair.public_key)])["result"])
             birth = int(substrate.get_block_number(substrate.get_chain_head()))
             call = substrate.compose_call("Balances", "transfer_keep_alive",
                                           {"dest": dest, "value": amount})

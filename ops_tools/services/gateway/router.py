@@ -3,8 +3,10 @@
 A worker is eligible while (a) its operator is registered on chain with at least MinStake, (b) the
 operator's latest signed gateway heartbeat is for the current epoch or the one before, (c) its
 last health check passed, and (d) it is not cooling down after repeated failures. Among the
-eligible, the least loaded takes the request; equally loaded ones are chosen between at random, so
-a newly admitted operator's worker gets its share from the first request. The gateway's I/O
+eligible, the least loaded takes the request (the gateway's own in-flight count, or the engine's
+running and waiting requests the worker reports when that is higher); equally loaded ones are
+chosen between at random, so a newly admitted operator's worker gets its share from the first
+request. The gateway's I/O
 (chain reads, heartbeats, health checks) only updates this state; every decision is here.
 """
 
@@ -13,6 +15,9 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
 
 
 @dataclass
@@ -25,9 +30,34 @@ class Worker:
     # The Authorization header value for this worker alone (worker_token.py).
     auth: str = ""
     inflight: int = 0
+    # The engine's own running + waiting requests, as the worker last claimed in its /health
+    # (bounded by engine_load_claim); only ever makes the worker look busier than the gateway's
+    # own count, never idler.
+    reported_load: int = 0
     healthy: bool = False
     consecutive_failures: int = 0
     cooldown_until: float = 0.0
+
+
+def engine_load_claim(raw: bytes, capacity: int) -> int:
+    """The engine load a worker's /health body ``raw`` claims (``engine_load``: running and
+    waiting), as a number the router may use: 0 for anything malformed, at most 4 x capacity.
+    A worker gains nothing by under-reporting (the gateway's in-flight count is the floor), and
+    an absurd over-report only keeps traffic from itself."""
+    try:
+        body: Any = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return 0
+    load = body.get("engine_load") if isinstance(body, dict) else None
+    if not isinstance(load, dict):
+        return 0
+    total = 0
+    for key in ("running", "waiting"):
+        value = load.get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            return 0
+        total += min(value, 4 * capacity)
+    return min(total, 4 * capacity)
 
 
 @dataclass
@@ -138,7 +168,7 @@ class Router:
                 continue
             if worker.inflight >= worker.capacity or self.why_not(worker, now) is not None:
                 continue
-            load = worker.inflight / worker.capacity
+            load = max(worker.inflight, worker.reported_load) / worker.capacity
             if load < best_load:
                 best, best_load = [worker], load
             elif load == best_load:

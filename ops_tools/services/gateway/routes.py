@@ -49,6 +49,8 @@ def install(app: FastAPI, state: GatewayState, max_body_bytes: int) -> GatewayAp
     app.add_route("/v1/workers/heartbeat", api.heartbeat, methods=["POST"],
                   include_in_schema=False)
     app.add_route("/v1/workers", api.workers, methods=["GET"], include_in_schema=False)
+    app.add_route("/v1/workers/mine", api.own_workers, methods=["POST"],
+                  include_in_schema=False)
     app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(RequestValidationError, invalid_request)
     app.add_exception_handler(Exception, server_error)

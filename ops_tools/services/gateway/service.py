@@ -17,13 +17,14 @@ from typing import Any
 import aiohttp
 from sqlalchemy import Engine, event
 
+from ops_tools.chain.keys import keypair_from_secret
+from ops_tools.chain.wire.worker_token import worker_token
 from ops_tools.services.common.readiness import CheckResult, ReadyCheck
 from ops_tools.services.gateway import chain_io, store
 from ops_tools.services.gateway.config import GatewaySettings
 from ops_tools.services.gateway.endpoints import PublicResolver
 from ops_tools.services.gateway.pricing import Price
-from ops_tools.services.gateway.router import Router, RouterPolicy, Worker
-from ops_tools.services.gateway.worker_token import worker_token
+from ops_tools.services.gateway.router import Router, RouterPolicy, Worker, engine_load_claim
 
 log = logging.getLogger("net.gateway")
 FINAL_SETTLE_TIMEOUT_S = 8.0
@@ -66,7 +67,8 @@ class GatewayState:
         self.genesis_hash = genesis_hash.lower()
         self._token_key = worker_secret.encode()
         self.settler = (
-            chain_io.Settler(rpc_url, chain_io.settlement_keypair(settlement_secret),
+            chain_io.Settler(rpc_url,
+                             keypair_from_secret(settlement_secret, key="settlement_seed_file"),
                              fields.chain_rpc_timeout_s, fields.settle_era_period)
             if settlement_secret else None
         )
@@ -332,8 +334,9 @@ class GatewayState:
         try:
             async with self.client.get(worker.endpoint + "/health",
                                        timeout=aiohttp.ClientTimeout(total=3.0)) as response:
-                await response.content.read(65536)  # a health body is small; never more
+                raw = await response.content.read(65536)  # a health body is small; never more
                 worker.healthy = response.status == 200
+            worker.reported_load = engine_load_claim(raw, worker.capacity) if worker.healthy else 0
         except (aiohttp.ClientError, TimeoutError):
             worker.healthy = False
 

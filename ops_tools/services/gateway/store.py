@@ -528,11 +528,3 @@ def finish_settlement(
                     settle_status="pending", settlement_id=None))
 
 
-def settlement_rows(engine: Engine, limit: int = 100) -> list[dict[str, Any]]:
-    with engine.connect() as conn:
-        rows = conn.execute(
-            select(settlements).order_by(settlements.c.id.desc()).limit(limit)
-        ).mappings().all()
-    return [dict(r) for r in rows]
-
-

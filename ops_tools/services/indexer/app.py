@@ -16,7 +16,8 @@ from sqlalchemy import Connection
 from strawberry.fastapi import GraphQLRouter
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 
-from ops_tools.chain.rpc import RpcClient, RpcError, http_url
+from ops_tools.chain.rpc import RpcClient, RpcError
+from ops_tools.chain.urls import http_url
 from ops_tools.services.common.app import ServiceInfo, create_app
 from ops_tools.services.common.db import Database
 from ops_tools.services.common.migrations import migrate

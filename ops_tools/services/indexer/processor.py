@@ -24,6 +24,7 @@ from scalecodec.utils.ss58 import ss58_decode, ss58_encode
 from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
+from ops_tools.chain.aio import RpcClient, RpcError
 from ops_tools.chainspec.hashing import blake2_128_concat, storage_prefix
 from ops_tools.services.indexer import store
 from ops_tools.services.indexer.decode import Runtime, decode_block
@@ -36,7 +37,6 @@ from ops_tools.services.indexer.forks import (
     rollback_window,
 )
 from ops_tools.services.indexer.model import Block, RawBlock
-from ops_tools.services.indexer.rpc import RpcClient, RpcError
 
 log = logging.getLogger("net.indexer.processor")
 

@@ -7,6 +7,7 @@ import os
 import time
 
 import pytest
+from sqlalchemy import create_engine, text
 from substrateinterface import Keypair
 
 from ops_tools.services.attestation.canonical import report_hash
@@ -299,3 +300,59 @@ def test_an_eight_gpu_report_round_trips(make_client):
     verdict = client.post("/v1/verify", json=report).json()
     assert verdict["valid"] is True
     assert {f"gpu[{i}].nonce" for i in range(8)} <= {c["name"] for c in verdict["checks"]}
+
+
+@pytest.mark.parametrize("salt", ["database", "file"])
+def test_two_instances_on_one_postgresql_enforce_one_limit(make_client, postgres_server,
+                                                           tmp_path, salt):
+    """Each instance has its own state directory (its own host); the salt of the hashed limit
+    keys comes from the database, or from one configured secret, so a client's requests count
+    once whichever instance they reach."""
+    db_url = postgres_server.create_database(f"attest_shared_{salt}_{free_port()}")
+    extra: dict = {}
+    if salt == "file":
+        salt_file = tmp_path / "salt-secret"
+        salt_file.write_text("one secret salt for every instance\n")
+        os.chmod(salt_file, 0o600)
+        extra["salt_file"] = salt_file
+    a, b = (make_client(db_url, state_dir=tmp_path / name, ip_limit=3, **PROXY, **extra)
+            for name in ("a", "b"))
+    client = from_client("198.51.100.7")
+    assert [attest_as(x, client, name).status_code
+            for x, name in ((a, "one"), (b, "two"), (a, "three"))] == [201] * 3
+    for instance in (a, b):
+        refused = attest_as(instance, client, "four")
+        assert refused.status_code == 429 and refused.json()["error"]["rule"] == "ip"
+    assert attest_as(b, from_client("198.51.100.8"), "other").status_code == 201
+    engine = create_engine(db_url)
+    with engine.connect() as conn:
+        kept = conn.execute(text("SELECT count(*) FROM attest_shared")).scalar()
+    engine.dispose()
+    # The configured secret is the key; otherwise the first instance created the shared one.
+    assert kept == (0 if salt == "file" else 1)
+    assert not (tmp_path / "a" / "salt").exists() and not (tmp_path / "b" / "salt").exists()
+
+
+def test_an_instances_own_salt_of_earlier_versions_seeds_the_shared_one(
+        make_client, postgres_server, tmp_path):
+    """An upgraded instance keeps counting what it counted: its state_dir/salt becomes the
+    database's salt, and a second instance uses it too."""
+    db_url = postgres_server.create_database(f"attest_legacy_{free_port()}")
+    (tmp_path / "a").mkdir()
+    own = os.urandom(32)
+    (tmp_path / "a" / "salt").write_bytes(own)
+    a = make_client(db_url, state_dir=tmp_path / "a", ip_limit=2, **PROXY)
+    client = from_client("198.51.100.9")
+    assert attest_as(a, client, "before").status_code == 201
+    b = make_client(db_url, state_dir=tmp_path / "b", ip_limit=2, **PROXY)
+    assert attest_as(b, client, "after").status_code == 201
+    assert attest_as(b, client, "over").status_code == 429
+    engine = create_engine(db_url)
+    with engine.connect() as conn:
+        kept = conn.execute(text("SELECT value FROM attest_shared WHERE name = 'salt'")).scalar()
+    engine.dispose()
+    assert kept == own.hex()
+
+
+def attest_as(client, headers: dict[str, str], operator_id: str):
+    return client.post("/v1/attest", json={"operator_id": operator_id}, headers=headers)

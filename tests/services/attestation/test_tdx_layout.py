@@ -1,5 +1,5 @@
 """The quote read by a parser written here from Intel's public TDX v4 layout (offsets, sizes),
-independent of ops_tools.services.attestation.tdx, and its signatures checked by hand."""
+independent of ops_tools.attestation.tdx, and its signatures checked by hand."""
 
 from __future__ import annotations
 

@@ -8,7 +8,9 @@ attacker's endpoints:
 - the token an announced endpoint captures opens no other worker, and announcing another
   operator's worker gets nothing from it;
 - loopback, private and link-local endpoints are refused when the deployment does not allow them;
-- two equally loaded workers share 40 sequential requests.
+- two equally loaded workers share 40 sequential requests;
+- an operator sees its own workers only, by a fresh request its key signed: another operator,
+  a forged, stale or anonymous request, or a heartbeat passed off as one, sees none of them.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ import httpx
 import pytest
 from substrateinterface import Keypair
 
-from ops_tools.services.gateway.announce import sign_announce
+from ops_tools.chain.wire.announce import sign_announce
+from ops_tools.chain.wire.heartbeat import sign_heartbeat
+from ops_tools.chain.wire.worker_view_request import sign_view_request
 
 from .conftest import TOKEN, make_key
 from .harness import (
@@ -159,6 +163,47 @@ def test_a_captured_token_opens_no_other_worker(tmp_path, chain, gateway, worker
             raise AssertionError("the thief's entry never failed: was it ever tried?")
     finally:
         w2.proc.stop()
+
+
+def view(gateway, body) -> httpx.Response:
+    return httpx.post(gateway.url + "/v1/workers/mine", json=body, timeout=30)
+
+
+def test_an_operator_sees_its_own_workers_only(chain, gateway, worker, attacker):
+    genesis = gateway.workers()["genesis_hash"]
+    viewer, nosy = registered(chain, "//GwViewer"), registered(chain, "//GwNosy")
+    assert announce(gateway, viewer, f"{attacker.url}/view").status_code == 200
+
+    def signed(keypair: Keypair, **change) -> dict:
+        return sign_view_request(keypair, timestamp=change.pop("timestamp", int(time.time())),
+                                 genesis_hash=change.pop("genesis_hash", genesis))
+
+    own = view(gateway, signed(viewer))
+    assert own.status_code == 200, own.text
+    assert [r["operator"] for r in own.json()["workers"]] == [viewer.ss58_address]
+    assert worker.operator not in own.text
+    # Another registered operator, signing its own request, sees nothing of the viewer's.
+    other = view(gateway, signed(nosy))
+    assert other.status_code == 200 and other.json()["workers"] == []
+    assert viewer.ss58_address not in other.text and worker.operator not in other.text
+
+    def refused(body, why: str) -> None:
+        answer = view(gateway, body)
+        assert answer.status_code == 401, answer.text
+        error = answer.json()["error"]
+        assert error["code"] == "invalid_view_request" and why in error["message"], error
+        assert "workers" not in answer.json() and attacker.url not in answer.text
+
+    # The nosy operator signs and names the viewer; or names it in the request it signed.
+    forged = signed(nosy) | {"operator": viewer.ss58_address}
+    refused(forged, "does not verify")
+    refused(signed(viewer, timestamp=int(time.time()) - 3600), "from the gateway's clock")
+    refused(signed(viewer, genesis_hash="0x" + "ab" * 32), "is not this network's")
+    heartbeat = sign_heartbeat(viewer, epoch=1, timestamp=int(time.time()),
+                               genesis_hash=genesis)
+    refused(heartbeat, "exactly the keys")
+    refused({}, "exactly the keys")  # anonymous
+    assert httpx.get(gateway.url + "/v1/workers/mine", timeout=30).status_code == 405
 
 
 def test_private_endpoints_are_refused_when_not_allowed(tmp_path, chain, attacker):

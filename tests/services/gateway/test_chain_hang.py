@@ -13,8 +13,9 @@ import urllib.parse
 import httpx
 import pytest
 
+from tests.services.tcp_proxy import TcpProxy
+
 from .harness import start_chain, start_gateway, wait_for
-from .tcp_proxy import TcpProxy
 
 pytestmark = [pytest.mark.process, pytest.mark.timeout(300)]
 

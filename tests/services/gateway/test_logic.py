@@ -11,13 +11,13 @@ import orjson
 import pytest
 from substrateinterface import Keypair
 
+from ops_tools.chain.wire.announce import sign_announce, verify_announce
+from ops_tools.chain.wire.worker_token import worker_token
 from ops_tools.services.gateway import endpoints, usage, wire
-from ops_tools.services.gateway.announce import sign_announce, verify_announce
 from ops_tools.services.gateway.openai_errors import OpenAIError
 from ops_tools.services.gateway.pricing import Price
 from ops_tools.services.gateway.router import ChainView, Router, RouterPolicy, Worker
-from ops_tools.services.gateway.sse import EventSplitter, LineTooLong, StreamTally, classify
-from ops_tools.services.gateway.worker_token import worker_token
+from ops_tools.sse import EventSplitter, LineTooLong, StreamTally, classify
 from ops_tools.worker import test_engine
 
 GENESIS = "0x" + "ab" * 32

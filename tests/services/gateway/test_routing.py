@@ -11,7 +11,7 @@ import httpx
 import pytest
 from substrateinterface import Keypair
 
-from ops_tools.wallet.heartbeat_payload import sign_heartbeat
+from ops_tools.chain.wire.heartbeat import sign_heartbeat
 
 from .conftest import TOKEN, make_key
 from .harness import (

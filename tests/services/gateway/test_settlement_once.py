@@ -12,13 +12,14 @@ import urllib.parse
 
 import httpx
 import pytest
+from sqlalchemy import select
 from substrateinterface import Keypair, SubstrateInterface
 
-from ops_tools.services.gateway import chain_io, store
+from ops_tools.services.gateway import chain_io, schema, store
+from tests.services.tcp_proxy import TcpProxy
 
 from .conftest import TOKEN, make_key
 from .harness import start_gateway, start_worker, transfer, wait_for
-from .tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.timeout(600)
 SETTLEMENT = Keypair.create_from_uri("//Ferdie", ss58_format=42).ss58_address
@@ -111,7 +112,10 @@ def test_a_lost_submission_is_paid_exactly_once(tmp_path, chain, forward):
         transfers = transfers_to(chain, operator, since)
         assert sum(transfers) == owed
         assert sorted(transfers) == sorted(by_extrinsic.values())
-        rows = [r for r in store.settlement_rows(db.engine) if r["operator"] == operator]
+        with db.engine.connect() as conn:
+            rows = [dict(r) for r in conn.execute(
+                select(schema.settlements).where(schema.settlements.c.operator == operator)
+            ).mappings()]
         assert sorted(r["extrinsic_hash"] for r in rows if r["status"] == "settled") == \
             sorted(by_extrinsic)
         failed = [r for r in rows if r["status"] == "failed"]

@@ -11,13 +11,13 @@ from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Column, Integer, MetaData, String, Table, insert, select
 
+from ops_tools.secrets import read_secret
 from ops_tools.services.common import logs
 from ops_tools.services.common.app import ServiceInfo, create_app
 from ops_tools.services.common.db import Database
 from ops_tools.services.common.errors import ApiError
 from ops_tools.services.common.migrations import migrate
 from ops_tools.services.common.readiness import ChainWatch, database_check
-from ops_tools.services.common.secrets import read_secret
 from ops_tools.services.common.server import service_main
 from ops_tools.services.common.settings import ServiceSettings
 

@@ -10,7 +10,7 @@ import sr25519
 from substrateinterface import Keypair
 from substrateinterface.utils.ss58 import ss58_decode
 
-from ops_tools.wallet import (
+from ops_tools.chain.wire.heartbeat import (
     HEARTBEAT_SCHEME,
     canonical_message,
     sign_heartbeat,

@@ -11,7 +11,7 @@ Signed message::
     b"net-worker-announce-v1" || genesis_hash (32) || operator account id (32)
     || timestamp (u64 LE) || sha256(canonical JSON of {"capacity", "endpoint", "models"}) (32)
 
-sr25519 over those bytes, as the gateway heartbeat (``ops_tools.wallet.heartbeat_payload``): the
+sr25519 over those bytes, as the gateway heartbeat (``ops_tools.chain.wire.heartbeat``): the
 scheme tag separates it from heartbeats and extrinsics, the genesis hash binds it to one network.
 The gateway accepts an announcement only when its timestamp is within ``max_skew_s`` of its clock,
 so a captured one cannot be replayed later to point traffic elsewhere.
@@ -30,8 +30,9 @@ import sr25519
 from substrateinterface import Keypair
 from substrateinterface.utils.ss58 import ss58_decode, ss58_encode
 
+from ops_tools.chain.keys import SS58_FORMAT
+
 ANNOUNCE_SCHEME = "net-worker-announce-v1"
-SS58_FORMAT = 42
 PAYLOAD_KEYS = frozenset(
     {"scheme", "operator", "endpoint", "models", "capacity", "timestamp", "genesis_hash",
      "signature"}

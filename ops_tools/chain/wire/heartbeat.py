@@ -29,7 +29,7 @@ import sr25519
 from substrateinterface import Keypair, KeypairType
 from substrateinterface.utils.ss58 import ss58_decode, ss58_encode
 
-from ops_tools.wallet.mnemonic_keys import SS58_FORMAT
+from ops_tools.chain.keys import SS58_FORMAT
 
 HEARTBEAT_SCHEME = "net-heartbeat-v1"
 PAYLOAD_KEYS = frozenset({"scheme", "operator", "epoch", "timestamp", "genesis_hash", "signature"})

@@ -1,4 +1,5 @@
-"""A small asyncio JSON-RPC client over one WebSocket: calls, batches and subscriptions.
+"""A small asyncio JSON-RPC client over one WebSocket: calls, batches and subscriptions, every
+call with a timeout and every message bounded in size.
 
 Batches matter for catching up: one round trip carries a hundred ``chain_getBlock`` requests.
 """
@@ -14,18 +15,20 @@ from typing import Any
 import orjson
 from websockets.asyncio.client import ClientConnection, connect
 
+from ops_tools.chain.rpc import RpcError
+from ops_tools.chain.urls import ws_url
+
+# A catch-up batch of a hundred full blocks is one message.
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 
-
-class RpcError(Exception):
-    """The node answered with a JSON-RPC error, or the connection is gone."""
+__all__ = ["MAX_MESSAGE_BYTES", "RpcClient", "RpcError"]
 
 
 class RpcClient:
     def __init__(self, url: str, timeout_s: float = 60.0) -> None:
         # timeout_s bounds a catch-up batch (a hundred blocks under load); calls that only ask
         # for the head pass a shorter one.
-        self.url = url
+        self.url = ws_url(url)
         self.timeout_s = timeout_s
         self._ids = itertools.count(1)
         self._pending: dict[int, _Answer] = {}

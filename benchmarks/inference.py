@@ -1,0 +1,205 @@
+"""A real model through the gateway against the same model called directly: time to first token
+(TTFT) and generated tokens per second at 1, 4 and 8 concurrent clients.
+
+    python benchmarks/inference.py [--rounds N] [--per-client N] [--max-tokens N]
+    python benchmarks/inference.py --net NET.json   # on `localnet up --engine llamacpp --json`
+
+Without ``--net`` it starts its own stack on free loopback ports (the stack of
+benchmarks/gateway.py: a development node, net-gateway, net-worker with ``engine_kind:
+llamacpp``) in front of ``net-local-engine`` (llama-cpp-python's server, Gemma 3 270M Q4_K_M,
+two threads), so it needs no local network and stops everything at the end. Two paths:
+
+- direct:   client -> llama.cpp server
+- gateway:  client -> net-gateway -> net-worker -> llama.cpp server (key check, budget
+            reservation, routing, receipt; the worker adds the stream's usage chunk)
+
+Each client sends streamed completions (``stream_options.include_usage``) at temperature 0, one
+after another; direct and gateway runs alternate round by round, so a change in the machine's
+load hits both. TTFT is to the first chunk carrying text; tokens/s is the text chunks of every
+request of a run (llama-cpp-python streams one chunk per generated token; the direct path has no
+usage chunk, so both paths count the same way) over the run's wall time. The engine answers one
+request at a time (llama-cpp-python's server holds a lock), so more clients queue: TTFT grows
+with them on both paths. Overhead = gateway - direct, in ms and as a share of the direct TTFT.
+The load generator shares the machine's cores with the servers: the 1-minute load average is
+printed at the start and the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+from substrateinterface import Keypair
+
+from ops_tools.services.gateway import store
+from ops_tools.services.gateway.database import open_database
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.gateway import (
+    BIN,
+    EPOCH_BLOCKS,
+    OPERATOR,
+    SECRET,
+    Procs,
+    _fund_and_register,
+    secret_file,
+    wait,
+)
+from tests.support.devnode import DevNode, free_port, plain_spec, raw_spec
+
+PROMPTS = ["The capital of France is", "Water boils at", "The largest planet is",
+           "A good breakfast includes", "The first computers were", "Rain forms when"]
+
+
+@dataclass
+class Run:
+    ttft_ms: list[float]
+    tokens: int
+    wall_s: float
+
+
+async def one(client: httpx.AsyncClient, url: str, headers: dict[str, str], prompt: str,
+              max_tokens: int) -> tuple[float, int]:
+    body = {"model": "gemma-3-270m", "prompt": prompt, "max_tokens": max_tokens,
+            "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
+    start = time.perf_counter()
+    first: float | None = None
+    tokens = 0
+    async with client.stream("POST", url + "/v1/completions", json=body,
+                             headers=headers) as response:
+        response.raise_for_status()
+        async for line in response.aiter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            event = json.loads(line[6:])
+            if first is None and event.get("choices") and event["choices"][0].get("text"):
+                first = time.perf_counter()
+            if event.get("choices") and event["choices"][0].get("text"):
+                tokens += 1
+    assert first is not None, "no text in the stream"
+    return (first - start) * 1000, tokens
+
+
+async def run(url: str, headers: dict[str, str], clients: int, per_client: int,
+              max_tokens: int) -> Run:
+    async with httpx.AsyncClient(timeout=600) as client:
+        async def worker(index: int) -> list[tuple[float, int]]:
+            return [await one(client, url, headers, PROMPTS[(index + i) % len(PROMPTS)],
+                              max_tokens) for i in range(per_client)]
+
+        start = time.perf_counter()
+        results = await asyncio.gather(*(worker(i) for i in range(clients)))
+        wall = time.perf_counter() - start
+    flat = [r for rs in results for r in rs]
+    return Run([t for t, _ in flat], sum(n for _, n in flat), wall)
+
+
+@contextlib.contextmanager
+def stack(root: Path) -> Iterator[dict[str, Any]]:
+    """The network's shape on free ports, as ``localnet up --json`` describes it."""
+    procs = Procs(root)
+    node = DevNode(root / "node", str(raw_spec(plain_spec(
+        root / "plain.json", chain_id="bench_net", slot_ms=1000, epoch_length=EPOCH_BLOCKS))),
+        name="bench").start()
+    try:
+        engine_port, gw_port, w_port = free_port(), free_port(), free_port()
+        engine_url = f"http://127.0.0.1:{engine_port}"
+        (root / "engine.yml").write_text(yaml.safe_dump({
+            "kind": "llamacpp", "listen_port": engine_port, "state_dir": str(root),
+            "threads": 2}))
+        procs.start("engine", [str(BIN / "net-local-engine"), "--config",
+                               str(root / "engine.yml")])
+        wait(lambda: httpx.get(engine_url + "/v1/models").status_code == 200, 600, "engine")
+        _fund_and_register(node)
+        db_url = f"sqlite:///{root / 'gateway.db'}"
+        (root / "gateway.yml").write_text(yaml.safe_dump({
+            "listen_port": gw_port, "state_dir": str(root / "gw"), "database_url": db_url,
+            "rpc_url": node.ws, "log_level": "warning",
+            "worker_secret_file": secret_file(root / "gw.secret", SECRET),
+            "allow_private_endpoints": True,
+        }))
+        procs.start("gateway", [str(BIN / "net-gateway"), "--config", str(root / "gateway.yml")])
+        gateway_url = f"http://127.0.0.1:{gw_port}"
+        (root / "worker.yml").write_text(yaml.safe_dump({
+            "listen_port": w_port, "gateway_url": gateway_url, "rpc_url": node.ws,
+            "engine_url": engine_url, "engine_kind": "llamacpp", "capacity": 16,
+            "log_level": "warning", "dev_suri_file": secret_file(root / "w.suri", OPERATOR),
+        }))
+        procs.start("worker", [str(BIN / "net-worker"), "--config", str(root / "worker.yml")])
+        wait(lambda: "gemma-3-270m" in httpx.get(gateway_url + "/v1/workers").json()
+             ["live_workers_per_model"], 120, "the worker to be live at the gateway")
+        db = open_database(db_url, pool_size=1)
+        key, _ = store.create_key(db.engine, Keypair.create_from_uri("//Alice").ss58_address,
+                                  budget=None, rpm=None, tpm=None)
+        db.dispose()
+        yield {"workers": [{"host": "bench", "engine_kind": "llamacpp",
+                            "engine_url": engine_url, "models": ["gemma-3-270m"]}],
+               "public": {"gateway_url": gateway_url}, "gateway_api_key": key}
+    finally:
+        procs.stop()
+        node.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--net", type=Path,
+                        help="the output of ops-tools localnet up --engine llamacpp --json"
+                        " (default: a stack of its own on free ports)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--per-client", type=int, default=2)
+    parser.add_argument("--max-tokens", type=int, default=32)
+    args = parser.parse_args()
+    if args.net is not None:
+        measure(json.loads(args.net.read_text()), args)
+        return
+    with tempfile.TemporaryDirectory(prefix="bench-inference-") as tmp, stack(Path(tmp)) as net:
+        measure(net, args)
+
+
+def measure(net: dict[str, Any], args: Any) -> None:
+    engine = next(w for w in net["workers"] if w["engine_kind"] == "llamacpp")
+    paths = {"direct": (engine["engine_url"], {}),
+             "gateway": (net["public"]["gateway_url"],
+                         {"Authorization": f"Bearer {net['gateway_api_key']}"})}
+    print(f"load average at start: {os.getloadavg()[0]:.2f}")
+    asyncio.run(run(*paths["direct"], 1, 1, args.max_tokens))  # warm the model and the pools
+    asyncio.run(run(*paths["gateway"], 1, 1, args.max_tokens))
+    print("clients | path    | TTFT p50 ms | TTFT p90 ms | tokens/s | overhead TTFT p50")
+    for clients in (1, 4, 8):
+        runs: dict[str, list[Run]] = {"direct": [], "gateway": []}
+        for _ in range(args.rounds):
+            for name in ("direct", "gateway"):
+                runs[name].append(asyncio.run(run(*paths[name], clients, args.per_client,
+                                                  args.max_tokens)))
+        summary = {}
+        for name, rs in runs.items():
+            ttft = sorted(t for r in rs for t in r.ttft_ms)
+            rate = sum(r.tokens for r in rs) / sum(r.wall_s for r in rs)
+            # nearest rank: with few samples p90 is the largest, never below p50
+            summary[name] = (statistics.median(ttft), ttft[math.ceil(0.9 * len(ttft)) - 1], rate)
+        d, g = summary["direct"], summary["gateway"]
+        for name, (p50, p90, rate) in summary.items():
+            extra = ""
+            if name == "gateway":
+                extra = (f"+{g[0] - d[0]:.1f} ms ({(g[0] - d[0]) / d[0] * 100:.1f} % of TTFT);"
+                         f" tokens/s {(g[2] - d[2]) / d[2] * 100:+.1f} %")
+            print(f"{clients:7} | {name:7} | {p50:11.1f} | {p90:11.1f} | {rate:8.1f} | {extra}")
+    print(f"load average at end: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

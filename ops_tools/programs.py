@@ -1,0 +1,116 @@
+"""A long-running program as its deployed manifest names it: started, stopped, restarted and
+asked for its status through its service manager (supervisor or systemd).
+
+The manifests of the nodes and the platform services (``service: {manager, name,
+supervisor_conf}``), a staged service's pending start, and the worker that onboarding installs
+all name their program this way; the reset cycle and onboarding act on programs through this
+one module. Commands come as an argv (to run here) or as a shell line (to run on a host over
+its connection); every shell line is idempotent, so that a resumed run may repeat it.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ops_tools.errors import InputError
+
+MANAGERS = ("supervisor", "systemd")
+
+
+@dataclass(frozen=True)
+class Program:
+    manager: str  # supervisor | systemd
+    name: str  # the supervisor program, or the systemd unit without ".service"
+    supervisor_conf: str = ""  # the supervisord.conf whose supervisord runs it
+
+    def __post_init__(self) -> None:
+        if self.manager not in MANAGERS:
+            raise InputError(f"service manager {self.manager!r} of {self.name!r} is not one of"
+                             f" {', '.join(MANAGERS)}; re-converge the host with its role")
+        if self.manager == "supervisor" and not self.supervisor_conf:
+            raise InputError(f"program {self.name!r}: supervisor without a supervisor_conf;"
+                             " re-converge the host with its role")
+
+    @classmethod
+    def of(cls, service: Mapping[str, Any]) -> Program:
+        """The program a manifest's ``service`` record (or a pending start) names."""
+        try:
+            return cls(str(service["manager"]), str(service["name"]),
+                       str(service.get("supervisor_conf") or ""))
+        except (KeyError, TypeError):
+            raise InputError(f"a deployed manifest's service record {dict(service)!r} lacks its"
+                             " manager or name; re-converge the host with its role") from None
+
+    @property
+    def supervisor(self) -> bool:
+        return self.manager == "supervisor"
+
+    @property
+    def unit(self) -> str:
+        return f"{self.name}.service"
+
+    def argv(self, action: str, *, local: bool = False) -> list[str]:
+        """``supervisorctl -c CONF action NAME`` or ``systemctl action NAME.service``; with
+        ``local``, supervisorctl is the one beside this Python when there is one."""
+        if self.supervisor:
+            ctl = "supervisorctl"
+            if local:
+                beside = Path(sys.executable).with_name(ctl)
+                ctl = str(beside) if beside.exists() else (shutil.which(ctl) or ctl)
+            return [ctl, "-c", self.supervisor_conf, action, self.name]
+        return ["systemctl", action, self.unit]
+
+    def _sh(self, action: str) -> str:
+        return shlex.join(self.argv(action))
+
+    def _is_running(self) -> str:
+        # supervisorctl status exits 0 only for a RUNNING program; systemctl is-active likewise
+        return f"{self._sh('status' if self.supervisor else 'is-active')} >/dev/null 2>&1"
+
+    def stop(self) -> str:
+        """Stop it; a stopped program stays stopped (supervisorctl answers a stop of a stopped
+        program with an error)."""
+        if self.supervisor:
+            return f"if {self._is_running()}; then {self._sh('stop')}; fi"
+        return self._sh("stop")
+
+    def start(self) -> str:
+        """Start it; a started program is left alone (supervisorctl answers "already
+        started" with a non-zero status)."""
+        if self.supervisor:
+            return f"{self._is_running()} || {self._sh('start')}"
+        return self._sh("start")
+
+    def restart(self) -> str:
+        """Start a program that is down; restart one that runs (it may not answer)."""
+        if self.supervisor:
+            return f"if {self._is_running()}; then {self._sh('restart')}; else" \
+                   f" {self._sh('start')}; fi"
+        return self._sh("restart")
+
+    def apply(self, reload: bool) -> str:
+        """Restart it on files just written: with ``reload``, the manager reads its program or
+        unit first (supervisorctl update restarts a changed program and starts a new one)."""
+        if self.supervisor:
+            ctl = shlex.join(["supervisorctl", "-c", self.supervisor_conf])
+            restart = f"{ctl} restart {shlex.quote(self.name)} >/dev/null"
+            if not reload:
+                return restart
+            # update says nothing when the program's file did not change: the restart is due.
+            return (f'out=$({ctl} update {shlex.quote(self.name)}) && case "$out" in'
+                    f' *"process group"*) ;; *) {restart} ;; esac')
+        restart = f"systemctl enable {shlex.quote(self.unit)} &&" \
+                  f" systemctl restart {shlex.quote(self.unit)}"
+        return f"systemctl daemon-reload && {restart}" if reload else restart
+
+    def running(self, status_stdout: str) -> bool:
+        """Whether the output of ``argv("status")`` (supervisor) or ``argv("is-active")``
+        (systemd) says it runs."""
+        words = status_stdout.split()
+        return "RUNNING" in words if self.supervisor else words == ["active"]

@@ -1,0 +1,183 @@
+"""What every engine adapter shares: the answer type, the load it reports, and the HTTP
+pass-through that the dialects specialise (readiness, load, error bodies)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import orjson
+
+# An engine's own answers are read whole only when small: health, metrics, model lists, errors.
+MAX_SIDE_BODY = 1 << 20
+PROBE_TIMEOUT = aiohttp.ClientTimeout(total=3.0)
+
+
+class Answer:
+    """Either a whole JSON body or an SSE byte stream, with the status to send."""
+
+    def __init__(
+        self, status: int, body: bytes | None = None, stream: AsyncIterator[bytes] | None = None,
+        close: Any = None,
+    ) -> None:
+        self.status, self.body, self.stream, self.close = status, body, stream, close
+
+
+@dataclass(frozen=True)
+class EngineLoad:
+    """Requests the engine is generating for and those it queued (its own numbers)."""
+
+    running: int
+    waiting: int
+
+    def as_dict(self) -> dict[str, int]:
+        return {"running": self.running, "waiting": self.waiting}
+
+
+def prometheus_gauges(text: str, names: tuple[str, ...]) -> dict[str, float]:
+    """The sum over label sets of each gauge in ``names`` found in Prometheus text format."""
+    found: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        head, _, value = line.rpartition(" ")
+        name = head.split("{", 1)[0].strip()
+        if name in names:
+            try:
+                number = float(value)
+            except ValueError:
+                continue
+            if math.isfinite(number):
+                found[name] = found.get(name, 0.0) + number
+    return found
+
+
+def openai_error(status: int, message: str, kind: str, code: Any = None) -> bytes:
+    return orjson.dumps({"error": {"message": message[:2000], "type": kind, "param": None,
+                                   "code": code}})
+
+
+def normalise_error(status: int, raw: bytes) -> bytes:
+    """Any engine's error body in the OpenAI shape ``{"error": {message, type, param, code}}``.
+
+    vLLM, SGLang and TensorRT-LLM answer ``{"object": "error", "message", "type", "code"}``;
+    llama.cpp ``{"error": {"code", "message", "type"}}``; FastAPI-based servers
+    ``{"detail": ...}``; a proxy in front may answer HTML."""
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        doc = None
+    kind = "invalid_request_error" if status < 500 else "server_error"
+    if isinstance(doc, dict):
+        inner = doc.get("error")
+        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
+            return openai_error(status, inner["message"], str(inner.get("type") or kind),
+                                inner.get("code"))
+        if isinstance(inner, str):
+            return openai_error(status, inner, kind)
+        if isinstance(doc.get("message"), str):
+            return openai_error(status, doc["message"], str(doc.get("type") or kind),
+                                doc.get("code"))
+        if "detail" in doc:
+            detail = doc["detail"]
+            text = detail if isinstance(detail, str) else orjson.dumps(detail).decode()
+            return openai_error(status, text, kind)
+    text = raw[:300].decode("utf-8", "replace").strip() or f"the engine answered {status}"
+    return openai_error(status, text, kind)
+
+
+class HttpEngine:
+    """An engine process that speaks the OpenAI API; bodies and streams pass through as bytes,
+    over one long-lived keep-alive connection pool (aiohttp: the worker hop's per-request cost
+    is mostly the HTTP client's, and aiohttp's is a fraction of httpx's).
+
+    A dialect sets ``kind`` and overrides ``ready`` and ``load``."""
+
+    kind = "openai"
+    name = "openai-compatible"
+
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._client: aiohttp.ClientSession | None = None
+
+    @property
+    def client(self) -> aiohttp.ClientSession:
+        if self._client is None:  # made on first use: aiohttp binds it to the running loop
+            self._client = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=1000, limit_per_host=0,
+                                               keepalive_timeout=60),
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=3.0, sock_read=600.0),
+                auto_decompress=False, cookie_jar=aiohttp.DummyCookieJar(),
+                skip_auto_headers=("User-Agent",),
+            )
+        return self._client
+
+    async def _get(self, path: str) -> tuple[int, bytes]:
+        async with self.client.get(self.base_url + path, timeout=PROBE_TIMEOUT) as response:
+            return response.status, await response.content.read(MAX_SIDE_BODY)
+
+    async def _get_json(self, path: str) -> Any:
+        status, raw = await self._get(path)
+        if status != 200:
+            raise RuntimeError(f"{self.kind} engine {path}: {status}")
+        return orjson.loads(raw)
+
+    async def models(self) -> list[str]:
+        doc = await self._get_json("/v1/models")
+        data = doc.get("data") if isinstance(doc, dict) else None
+        return [m["id"] for m in data or [] if isinstance(m, dict) and isinstance(m.get("id"), str)]
+
+    async def ready(self) -> str | None:
+        """None when the engine takes requests, else why not (a generic server: it lists its
+        models)."""
+        try:
+            names = await self.models()
+        except Exception as exc:
+            return f"the engine does not answer /v1/models: {type(exc).__name__}"
+        return None if names else "the engine lists no model"
+
+    async def _health(self, path: str) -> str | None:
+        try:
+            status, _ = await self._get(path)
+        except Exception as exc:
+            return f"the {self.kind} engine does not answer {path}: {type(exc).__name__}"
+        return None if status == 200 else f"the {self.kind} engine's {path} answers {status}"
+
+    async def load(self) -> EngineLoad | None:
+        """The engine's own running/waiting counts; None when it does not publish them."""
+        return None
+
+    async def _prometheus_load(self, running: str, waiting: str) -> EngineLoad | None:
+        status, raw = await self._get("/metrics")
+        if status != 200:
+            return None
+        gauges = prometheus_gauges(raw.decode("utf-8", "replace"), (running, waiting))
+        if running not in gauges:
+            return None
+        return EngineLoad(int(gauges[running]), int(gauges.get(waiting, 0)))
+
+    def prepare(self, path: str, body: bytes) -> bytes:
+        """The request as this dialect needs it (the default: unchanged)."""
+        return body
+
+    async def answer(self, path: str, raw: bytes) -> Answer:
+        response = await self.client.post(self.base_url + path, data=self.prepare(path, raw),
+                                          headers={"Content-Type": "application/json"})
+        if response.status == 200 and response.headers.get("content-type", "").startswith(
+                "text/event-stream"):
+            return Answer(response.status, stream=response.content.iter_any(),
+                          close=response.close)
+        try:
+            body = await response.content.read(64 << 20)
+        finally:
+            response.release()
+        if response.status >= 400:
+            body = normalise_error(response.status, body)
+        return Answer(response.status, body)
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.close()
