@@ -95,6 +95,7 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevNode]:
         yield running
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("scheme", ["http", "ws"])
 def test_factory_connects_with_the_chains_ss58_format(node: DevNode, scheme: str):
     url = node.http if scheme == "http" else node.ws
@@ -112,6 +113,7 @@ def node_ss58(node: DevNode) -> int:
     return int(RpcClient(node.http).call("system_properties")["ss58Format"])
 
 
+@pytest.mark.process
 def test_a_second_connection_reuses_the_decoded_metadata(node: DevNode):
     first = chain_substrate.connect(node.http, timeout_s=10)
     second = chain_substrate.connect(node.http, timeout_s=10)
