@@ -52,6 +52,7 @@ def up(
                 "public": result.public,
                 "gateway_api_key": result.gateway_api_key,
                 "workers": [w.__dict__ for w in result.workers],
+                "monitoring": result.monitoring,
             }
         )
         return
@@ -79,6 +80,9 @@ def up(
         console.print(f"gateway_url: {result.public.get('gateway_url')}", markup=False)
         console.print(f"gateway_api_key (development, paid by //Alice): {result.gateway_api_key}",
                       markup=False)
+    if result.monitoring:
+        console.print("monitoring: " + ", ".join(
+            f"{k} {v}" for k, v in sorted(result.monitoring.items())), markup=False)
     console.print(
         f"finalized #{result.finalized}; {result.changed} change(s) applied;"
         f" state in {localnet_dir()}"

@@ -55,6 +55,12 @@ def _add_status(app: typer.Typer) -> None:
     app.command("status")(status.status)
 
 
+def _add_alerts(app: typer.Typer) -> None:
+    from ops_tools.cli import alerts
+
+    app.command("alerts")(alerts.alerts)
+
+
 def _add_gateway(app: typer.Typer) -> None:
     from ops_tools.cli import gateway
 
@@ -74,6 +80,7 @@ COMMANDS: dict[str, Callable[[typer.Typer], None]] = {
     "localnet": _add_localnet,
     "reset-cycle": _add_reset_cycle,
     "status": _add_status,
+    "alerts": _add_alerts,
     "gateway": _add_gateway,
     "operator": _add_operator,
     "docs": _add_docs,

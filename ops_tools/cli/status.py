@@ -28,6 +28,7 @@ def status(
         if services:
             _print_services(services)
         _print_last_reset(inventory)
+        _print_firing(inventory)
     if any(h.genesis_match is not True for h in found):
         raise typer.Exit(1)
 
@@ -40,6 +41,24 @@ def _print_last_reset(inventory: Path) -> None:
     if run is not None:
         colour = "green" if run.get("status") == "completed" else "red"
         console.print(summary(run), style=colour, markup=False, highlight=False)
+
+
+def _print_firing(inventory: Path) -> None:
+    # What Alertmanager has firing, when the inventory deploys the monitoring (docs/monitoring.md).
+    from ops_tools.cli.alerts import monitoring_urls, print_alerts
+    from ops_tools.deploy.inventory import load_inventory
+    from ops_tools.errors import OpsError
+    from ops_tools.monitoring.alerts import firing_alerts
+
+    inv = load_inventory(inventory)
+    if not inv.hosts("monitoring"):
+        return
+    try:
+        firing = firing_alerts(monitoring_urls(inv)[1])
+    except OpsError as exc:
+        console.print(f"alerts: {exc}", style="red", markup=False, highlight=False)
+        return
+    print_alerts(firing)
 
 
 def _print_services(services: list[ServiceStatus]) -> None:

@@ -68,6 +68,8 @@ class UpResult:
     gateway_api_key: str | None = None
     # Each engine behind each worker (local_engines.py).
     workers: list[local_engines.WorkerEngine] = field(default_factory=list)
+    # prometheus_url and alertmanager_url, when the monitoring is deployed (roles/monitoring).
+    monitoring: dict[str, str] | None = None
 
 
 def devnode_binary() -> Path:
@@ -142,7 +144,8 @@ def up(on_step: Callable[[str], None] = lambda _: None, strategy: str | None = N
     services, urls = services_of(state, hosts)
     return UpResult(genesis, changed, finalized, endpoints, services,
                     {"rpc_url": public.rpc, **urls}, gateway_api_key(state, services),
-                    local_engines.workers_of(state, hosts))
+                    local_engines.workers_of(state, hosts),
+                    monitoring_of(state, hosts))
 
 
 def _finalized_before(state: Path, genesis: str) -> int | None:
@@ -192,6 +195,18 @@ def services_of(state: Path, hosts: list[str]) -> tuple[list[Service], dict[str,
         services.append(Service(host, str(manifest.get("service")), manifest["public_url"]))
         urls[str(manifest.get("public_url_key"))] = manifest["public_url"]
     return services, urls
+
+
+def monitoring_of(state: Path, hosts: list[str]) -> dict[str, str] | None:
+    """Prometheus's and Alertmanager's URLs, from the manifests roles/monitoring wrote after
+    each program got ready."""
+    urls = {}
+    for host in hosts:
+        for program in ("prometheus", "alertmanager"):
+            manifest = read_local_manifest(state, host, f"{program}/{SERVICE_MANIFEST_NAME}")
+            if manifest and manifest.get("public_url"):
+                urls[f"{program}_url"] = str(manifest["public_url"])
+    return urls or None
 
 
 def gateway_api_key(state: Path, services: list[Service]) -> str | None:

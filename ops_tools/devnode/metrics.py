@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 
 def render(node: Node) -> str:
     chain = node.chain.spec.id
+    genesis = "0x" + node.chain.genesis_hash.hex()
     lines = [
         "# HELP substrate_block_height Block height info of the chain",
         "# TYPE substrate_block_height gauge",
@@ -27,6 +28,11 @@ def render(node: Node) -> str:
         "# HELP substrate_build_info A metric with a constant '1' value labeled by name, version",
         "# TYPE substrate_build_info gauge",
         f'substrate_build_info{{name="{node.name}",version="{node.version}",chain="{chain}"}} 1',
+        # The chain id survives a reset, the genesis hash does not: nodes that disagree on it
+        # serve different networks (roles/monitoring: NodesOnDifferentGenesis).
+        "# HELP net_node_genesis_info The genesis hash this node serves (constant 1)",
+        "# TYPE net_node_genesis_info gauge",
+        f'net_node_genesis_info{{genesis_hash="{genesis}",chain="{chain}"}} 1',
         "",
     ]
     return "\n".join(lines)

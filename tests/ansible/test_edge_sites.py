@@ -7,18 +7,37 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.ansible.conftest import VENV_BIN, run, tail
-from tests.ansible.test_rendered import _nginx_t
 from tests.hosts import tls
 
 pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
 
 PLAYBOOK = Path(__file__).parent / "playbooks" / "render_edge.yml"
 OCSP_URL = "http://ocsp.testnet.invalid/"
+
+
+def _nginx_t(site: Path, workdir: Path) -> subprocess.CompletedProcess[str]:
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    if not Path(nginx).exists():
+        pytest.skip("nginx is not installed (scripts/bootstrap installs it)")
+    conf = workdir / "nginx.conf"
+    conf.write_text(
+        f"pid {workdir}/nginx.pid;\nerror_log {workdir}/error.log;\n"
+        f"events {{}}\nhttp {{\n  access_log off;\n  include {site};\n}}\n"
+    )
+    return subprocess.run(
+        [nginx, "-t", "-p", str(workdir), "-e", str(workdir / "error.log"), "-c", str(conf)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 def _site(tmp: Path, name: str, **extra: object) -> dict[str, object]:

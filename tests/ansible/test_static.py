@@ -83,9 +83,9 @@ def test_testnet_inventory_has_the_public_networks_shape() -> None:
     assert docs["net_public_endpoints"]["docs_url"] == "https://" + docs["docs_public_hostname"]
     rpc = inv["_meta"]["hostvars"]["rpc-0"]
     assert rpc["net_service_manager"] == "systemd"
-    # nginx with TLS in front is roles/edge on the RPC node's machine (the role's own proxy off),
-    # for the public URL's host and its alias.
-    assert rpc["rpc_proxy_enabled"] is False and rpc["rpc_methods"] == "safe"
+    # nginx with TLS in front is roles/edge on the RPC node's machine, for the public URL's host
+    # and its alias.
+    assert rpc["rpc_methods"] == "safe"
     assert sorted(inv["edge"]["hosts"]) == ["edge-rpc-0", "edge-services-0"]
     edge_rpc = inv["_meta"]["hostvars"]["edge-rpc-0"]
     assert edge_rpc["ansible_host"] == rpc["ansible_host"]

@@ -166,6 +166,9 @@ def test_metrics_use_substrate_names(node):
     assert lines['substrate_block_height{status="finalized",chain="test_net"}'] >= 1
     assert lines['substrate_sub_libp2p_peers_count{chain="test_net"}'] == 0
     assert lines['substrate_ready_transactions_number{chain="test_net"}'] >= 0
+    # The genesis it serves, for the monitoring's NodesOnDifferentGenesis.
+    genesis = node.call("chain_getBlockHash", [0])
+    assert lines[f'net_node_genesis_info{{genesis_hash="{genesis}",chain="test_net"}}'] == 1
 
 
 @pytest.fixture

@@ -65,6 +65,11 @@ class Recipe:
         # The indexer's PostgreSQL (roles/indexer with indexer_postgresql_manage), for the same
         # reason.
         "postgresql",
+        # The monitoring (roles/monitoring), for the same reason.
+        "prometheus",
+        "prometheus-alertmanager",
+        "prometheus-blackbox-exporter",
+        "prometheus-node-exporter",
     )
     customise: str = field(default=_CUSTOMISE)
 

@@ -74,7 +74,7 @@ def _operator_worker_unit(out: Path) -> Path:
 @pytest.fixture(scope="module")
 def units(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     out = tmp_path_factory.mktemp("units")
-    _render(out, tls=False, cert=out / "none.pem", key=out / "none.key")
+    _render(out)
     return [out / "net-node.service", _reset_unit(out),
             *(_service_unit(out, name) for name in SERVICES), _operator_worker_unit(out)]
 

@@ -327,6 +327,17 @@ class PlayResult:
         return self.stdout + self.stderr
 
 
+@dataclass(frozen=True)
+class Installed:
+    """The collection as an operator has it: installed under ``collections`` (an
+    ANSIBLE_COLLECTIONS_PATH), its example inventory copied to ``inventory``, and ``workdir``,
+    the directory the operator runs ansible-playbook from (not the checkout)."""
+
+    collections: Path
+    inventory: Path
+    workdir: Path
+
+
 @dataclass
 class Operator:
     """The operator's controller and the remote host's state (a tmp dir reached over SSH)."""
@@ -383,17 +394,24 @@ class Operator:
         return path
 
     def play(self, spec: Rendered, public_url: str | None, bootnodes: list[str] | None = None,
-             **extra: object) -> PlayResult:
-        """Run playbooks/full_node.yml with the example inventory's group vars plus this host."""
+             *, installed: Installed | None = None, **extra: object) -> PlayResult:
+        """Run playbooks/full_node.yml with the example inventory's group vars plus this host;
+        with ``installed``, ``net.ops.full_node`` of an installed collection, from its own
+        directory and with its copy of the example inventory, as an operator does."""
         env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "NET_"))}
         env.update(HOME=str(self.sshd.home), ANSIBLE_NOCOLOR="1", PYTHONUNBUFFERED="1")
         if public_url is not None:
             env["NET_RPC_URL"] = public_url
         inventory = self.inventory(spec, bootnodes or [], extra)
+        cwd, example, playbook = ROOT, "inventories/operator", "playbooks/full_node.yml"
+        if installed is not None:
+            env["ANSIBLE_COLLECTIONS_PATH"] = str(installed.collections)
+            cwd, example = installed.workdir, str(installed.inventory)
+            playbook = "net.ops.full_node"
         proc = subprocess.run(
-            [str(VENV_BIN / "ansible-playbook"), "-i", "inventories/operator", "-i", str(inventory),
-             "--limit", HOST, "playbooks/full_node.yml"],
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+            [str(VENV_BIN / "ansible-playbook"), "-i", example, "-i", str(inventory),
+             "--limit", HOST, playbook],
+            cwd=cwd, env=env, capture_output=True, text=True, timeout=600,
         )
         if os.environ.get("OPERATOR_PLAY_LOG"):
             with open(os.environ["OPERATOR_PLAY_LOG"], "a") as log:

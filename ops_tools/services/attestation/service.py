@@ -65,6 +65,10 @@ class Attestation:
                               registry=registry)
         self.verified = Counter("attestation_verifications_total", "Verify calls by outcome",
                                 ["valid"], registry=registry)
+        # The service's own failures to issue (not the client's bad input or limits): the chain,
+        # a reset under it, signing or storing (roles/monitoring: AttestationIssueErrors).
+        self.issue_errors = Counter("attestation_issue_errors_total", "Attest requests failed on"
+                                    " the service's side, by reason", ["reason"], registry=registry)
 
     def genesis(self) -> str:
         """The network a new report is for: the one this service was started for, while the
@@ -93,7 +97,11 @@ class Attestation:
             nonce = inputs.nonce(body.nonce)
         except inputs.FieldError as exc:
             raise _field(exc) from None
-        network = self.genesis()
+        try:
+            network = self.genesis()
+        except ApiError as exc:
+            self.issue_errors.labels(reason=exc.code).inc()
+            raise
         signer = self._signer(body, operator_id, account, nonce, network)
         reservations = self._reserve(ip, signer, network)
         try:
@@ -112,6 +120,7 @@ class Attestation:
         except BaseException:
             for reservation in reservations:
                 self.limiter.release(reservation)
+            self.issue_errors.labels(reason="issue").inc()
             raise
         for reservation in reservations:
             self.limiter.commit(reservation)

@@ -65,7 +65,7 @@ def build_app(settings: FaucetSettings) -> FastAPI:
                         settings.signer_lease_s)
     lease.acquire()  # before anything signs: a second signer on this seed stops here
     registry = CollectorRegistry()
-    metrics = FaucetMetrics(registry)
+    metrics = FaucetMetrics(registry, settings.drip_plancks)
     watch = ChainWatch(settings.rpc_url, settings.genesis_hash,
                        timeout_s=min(settings.rpc_timeout_s, 3.0))
     with contextlib.suppress(Exception):  # a chain that is down now makes /ready say so

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from fastapi import FastAPI
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from ops_tools.secrets import read_secret
 from ops_tools.services.common import logs
@@ -57,5 +59,28 @@ def build_app(settings: GatewaySettings) -> FastAPI:
         error_shape="own", error_body=platform_error_body,
     )
     install(app, state, settings.max_body_bytes)
+    app.state.registry.register(GatewayGauges(state))
     return app
+
+
+class GatewayGauges(Collector):
+    """Read at each scrape (roles/monitoring): live workers per model, every priced model (the
+    ones the network offers) with a sample, 0 when no worker serves it (GatewayNoLiveWorker);
+    the paid receipts not settled yet (SettlementBacklogGrowing)."""
+
+    def __init__(self, state: GatewayState) -> None:
+        self.state = state
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        live = self.state.router.live_models(self.state.clock())
+        family = GaugeMetricFamily("gateway_live_workers", "Live workers per model",
+                                   labels=["model"])
+        for model in sorted(set(self.state.prices) | set(live)):
+            family.add_metric([model], len(live.get(model, [])))
+        yield family
+        backlog = GaugeMetricFamily("gateway_settlement_backlog_receipts",
+                                    "Paid receipts of this network not settled yet")
+        backlog.add_metric([], store.settlement_backlog(self.state.engine,
+                                                        self.state.genesis_hash))
+        yield backlog
 

@@ -433,6 +433,16 @@ def forget_other_networks(engine: Engine, genesis_hash: str) -> dict[str, int]:
 
 
 # --- settlement ------------------------------------------------------------------------------
+def settlement_backlog(engine: Engine, genesis_hash: str) -> int:
+    """Paid receipts of this network not settled yet (pending or claimed by a settlement)."""
+    with engine.connect() as conn:
+        return int(conn.execute(
+            select(func.count()).select_from(receipts).where(
+                receipts.c.settle_status.in_(("pending", "claimed")),
+                receipts.c.genesis_hash == genesis_hash, receipts.c.cost > 0)
+        ).scalar_one())
+
+
 def claim_for_settlement(engine: Engine, genesis_hash: str) -> list[tuple[int, str, int, int]]:
     """Claim every pending paid receipt, one settlement row per operator.
 

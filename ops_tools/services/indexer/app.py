@@ -7,11 +7,13 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Response
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 from sqlalchemy import Connection
 from strawberry.fastapi import GraphQLRouter
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
@@ -241,4 +243,29 @@ def build_app(settings: IndexerSettings, db: Database | None = None) -> FastAPI:
     )
     app.include_router(graphql_router(db, settings, feed), prefix="/graphql")
     app.state.db = db
+    app.state.registry.register(IndexLag(db, head))
     return app
+
+
+class IndexLag(Collector):
+    """The index's lag behind the node's best block, read at each scrape (roles/monitoring:
+    IndexerLagging). No sample while the chain or the database does not answer, or while the
+    index is of another genesis: /ready (ServiceNotReady) says so then."""
+
+    def __init__(self, db: Database, head: ChainHead) -> None:
+        self.db = db
+        self.head = head
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily("indexer_lag_blocks",
+                                   "Blocks between the node's best and the last indexed")
+        try:
+            genesis, best = self.head.get()
+            with self.db.session() as s:
+                net = queries.network(s.connection(), None)
+        # The chain's, the index's or any driver error: no sample, /ready says why.
+        except Exception:
+            net = None
+        if net is not None and net.genesis_hash == genesis:
+            family.add_metric([], max(best - net.height, 0))
+        yield family

@@ -356,3 +356,16 @@ def test_an_instances_own_salt_of_earlier_versions_seeds_the_shared_one(
 
 def attest_as(client, headers: dict[str, str], operator_id: str):
     return client.post("/v1/attest", json={"operator_id": operator_id}, headers=headers)
+
+
+def test_issue_failures_on_the_service_side_are_counted_for_the_monitoring(make_client):
+    """A chain that does not answer fails an attest request with 503 (not the client's fault):
+    attestation_issue_errors_total counts it by reason, which AttestationIssueErrors watches;
+    a client's bad input is not counted."""
+    blind = make_client(rpc_url=f"ws://127.0.0.1:{free_port()}")
+    assert blind.post("/v1/attest", json={"operator_id": "x" * 500}).status_code == 400
+    assert attest(blind, operator_id="alice-op", account=ALICE).status_code == 503
+    metrics = blind.get("/metrics").text
+    assert 'attestation_issue_errors_total{reason="chain_unavailable"} 1.0' in metrics
+    assert "attestation_issue_errors_total{" not in metrics.replace(
+        'attestation_issue_errors_total{reason="chain_unavailable"}', "")

@@ -163,6 +163,10 @@ def test_metrics_and_ready(faucet: Running) -> None:
     text = httpx.get(faucet.url + "/metrics").text
     assert 'faucet_requests_total{outcome="dripped"}' in text
     assert "faucet_balance_plancks" in text
+    # The monitoring's drips left is the balance over this (FaucetFewDripsLeft).
+    sizes = [float(line.split(" ")[1]) for line in text.splitlines()
+             if line.startswith("faucet_drip_plancks ")]
+    assert sizes == [float(DRIP)]
     assert "faucet_inclusion_seconds_bucket" in text
     assert httpx.get(faucet.url + "/openapi.json").json()["paths"]["/drip-public"]["post"]
 

@@ -1,0 +1,69 @@
+"""``ops-tools alerts``: what fires now (Alertmanager) and what resolved recently (Prometheus)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from ops_tools.cli.output import console, print_json
+from ops_tools.deploy.inventory import Inventory, load_inventory
+from ops_tools.errors import InputError
+from ops_tools.monitoring.alerts import Alert, firing_alerts, resolved_alerts
+
+DEFAULT_INVENTORY = Path("inventories/local")
+
+
+def monitoring_urls(inv: Inventory) -> tuple[str, str]:
+    """(prometheus_url, alertmanager_url) of the inventory's monitoring host (plain values in
+    its group_vars, read without templating)."""
+    hosts = inv.hosts("monitoring")
+    if not hosts:
+        raise InputError(f"inventory {inv.path}: no host in group monitoring; deploy"
+                         " roles/monitoring (docs/monitoring.md) or name another inventory")
+    hv: dict[str, Any] = inv.hostvars.get(hosts[0], {})
+    urls = []
+    for key in ("monitoring_prometheus_url", "monitoring_alertmanager_url"):
+        value = str(hv.get(key, ""))
+        if not value or "{{" in value:
+            raise InputError(f"inventory {inv.path}: {hosts[0]}'s {key} is {value!r}; set it to a"
+                             " plain http(s)://HOST:PORT in the monitoring group's vars")
+        urls.append(value)
+    return urls[0], urls[1]
+
+
+def alerts(
+    inventory: Path = typer.Option(DEFAULT_INVENTORY, "--inventory", "-i",
+                                   help="Ansible inventory with a monitoring host."),
+    json_out: bool = typer.Option(False, "--json", help="Print the alerts as JSON."),
+) -> None:
+    """Firing alerts (Alertmanager) and those resolved within the last hour (Prometheus)."""
+    prometheus_url, alertmanager_url = monitoring_urls(load_inventory(inventory))
+    firing = firing_alerts(alertmanager_url)
+    resolved = resolved_alerts(prometheus_url, firing)
+    if json_out:
+        print_json({"alertmanager_url": alertmanager_url, "prometheus_url": prometheus_url,
+                    "firing": [a.to_json() for a in firing],
+                    "resolved": [a.to_json() for a in resolved]})
+        return
+    print_alerts(firing, resolved)
+
+
+def print_alerts(firing: list[Alert], resolved: list[Alert] | None = None) -> None:
+    table = Table("alert", "state", "host / instance", "summary", "since")
+    for a in firing + (resolved or []):
+        where = a.labels.get("host") or a.labels.get("instance") or "-"
+        if a.state == "resolved" and a.last_firing is not None:
+            since = f"last firing {time.strftime('%H:%M:%S', time.gmtime(a.last_firing))} UTC"
+            state = "[green]resolved[/green]"
+        else:
+            since = a.starts_at or "-"
+            state = "[red]FIRING[/red]" if a.state == "firing" else a.state
+        table.add_row(a.name, state, where, a.summary or "-", since)
+    if firing or resolved:
+        console.print(table)
+    else:
+        console.print("no alert firing, none resolved in the last hour", style="green")
