@@ -1,8 +1,16 @@
 # The two entry points README.md promises; both set up the machine first.
-.PHONY: bootstrap up down test determinism bench
+.PHONY: bootstrap bootstrap-test up down test test-fast determinism bench
+
+# Workers of make test (pytest-xdist); N=0 runs the suite serially in one process.
+N ?= 4
+XDIST = $(if $(filter 0,$(N)),-p no:xdist,-n $(N) --dist loadgroup)
 
 bootstrap:
 	@scripts/bootstrap
+
+# What the tests need on top of the local network's: Chromium, debootstrap, systemd-nspawn, ...
+bootstrap-test:
+	@scripts/bootstrap --test
 
 up: bootstrap
 	.venv/bin/ops-tools localnet up
@@ -11,10 +19,17 @@ down: bootstrap
 	.venv/bin/ops-tools localnet down
 
 # .venv/bin first on PATH: molecule and ansible-runner look for the ansible-* commands there.
-test: bootstrap
+test: bootstrap-test
 	.venv/bin/ruff check .
 	.venv/bin/lint-imports
-	PATH="$(CURDIR)/.venv/bin:$$PATH" .venv/bin/pytest
+	PATH="$(CURDIR)/.venv/bin:$$PATH" .venv/bin/pytest $(XDIST)
+
+# The loop of every edit: lint, import contracts, and every test that starts no process (unit,
+# static, golden vectors); a test that starts one anyway fails (tests/process_lane.py).
+test-fast: bootstrap-test
+	.venv/bin/ruff check .
+	.venv/bin/lint-imports
+	.venv/bin/pytest --fast -q -p no:xdist
 
 # Render the local network's chain spec twice in different environments, compare the bytes, and
 # compare the genesis with the reviewed lock file.

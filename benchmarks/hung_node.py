@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.services.*
 from tests.services.explorer.processes import run_service
 from tests.services.indexer.harness import Indexer
 from tests.services.tcp_proxy import TcpProxy
-from tests.wallet.devnode_fixture import rpc_call, run_devnode
+from tests.support.devnode import rpc as rpc_call
+from tests.support.devnode import run_devnode
 
 
 def status(url: str) -> int:
@@ -59,7 +60,7 @@ def main() -> int:
     with contextlib.ExitStack() as stack:
         (tmp / "node").mkdir()
         node = stack.enter_context(run_devnode(tmp / "node", ["--dev"]))
-        target = urllib.parse.urlsplit(node.ws_url)
+        target = urllib.parse.urlsplit(node.ws)
         proxy = TcpProxy((str(target.hostname), int(target.port or 80)))
         stack.callback(proxy.close)
         ws = proxy.url.replace("http://", "ws://")
@@ -83,9 +84,9 @@ def main() -> int:
         proxy.hang.clear()
         cleared = time.monotonic()
         green = until(urls, 200, cleared)
-        head = int(rpc_call(node.http_url, "chain_getHeader", [])["number"], 16)
+        head = int(rpc_call(node.http, "chain_getHeader", [])["number"], 16)
         index = ix.wait_height(head, timeout=120)
-        same = index["hash"] == rpc_call(node.http_url, "chain_getBlockHash", [index["height"]])
+        same = index["hash"] == rpc_call(node.http, "chain_getBlockHash", [index["height"]])
         valid = httpx.post(attestation.url + "/v1/verify", json=report,
                            timeout=30).json()["valid"]
     print(f"node hung {args.hang_s:g} s behind a TCP proxy (the node went on)")

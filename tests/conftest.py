@@ -12,10 +12,25 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that is free on loopback right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    """A TCP port on ``host`` that no other ``free_port()`` (in any xdist worker) and no other
+    bind to port 0 on this machine hands out for the next minute, for a server the test starts.
+
+    The port is left in TIME_WAIT: a connection to it was accepted and the accepting side closed
+    first. The kernel then skips it for every bind to port 0, while a server that binds it by
+    number with SO_REUSEADDR (uvicorn, asyncio, aiohttp, nginx, PostgreSQL, sshd and the
+    development node all set it) gets it at once. A plain "bind to 0, read, close" releases the
+    port for anyone, and under xdist another worker's next port can be the same one.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((host, 0))
+        listener.listen(1)
+        port = listener.getsockname()[1]
+        with socket.create_connection((host, port), timeout=5) as client:
+            accepted, _ = listener.accept()
+            accepted.close()  # the accepting side closes first: its end goes to TIME_WAIT
+            client.recv(1)  # the close reached the client before it closes its end
+    return port
 
 
 @pytest.fixture
@@ -38,8 +53,9 @@ def vectors_dir() -> Path:
     )
 
 
-# The systemd test hosts' fixture (`testhosts`), for every suite that deploys to real hosts.
-pytest_plugins = ["tests.hosts.fixture"]
+# The systemd test hosts' fixture (`testhosts`), for every suite that deploys to real hosts; the
+# process mark, its automatic marking and the fast lane's guard (`pytest --fast`).
+pytest_plugins = ["tests.hosts.fixture", "tests.process_lane"]
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -27,12 +27,12 @@ from ops_tools.build.layout import (
     default_cache_dir,
     split_runtime_glob,
 )
-from ops_tools.build.lock import file_lock
 from ops_tools.build.manifest import node_manifest
 from ops_tools.build.refs import classify_repo, is_full_sha, redact, validate_ref
 from ops_tools.chainspec.runtime import read_runtime_version
 from ops_tools.checksums import sha256_file
 from ops_tools.errors import InputError, OpsError
+from ops_tools.filelock import file_lock
 
 DEFAULT_FEATURES: tuple[str, ...] = (smoke.DEV_RUNTIME_FEATURE,)
 LOG_TAIL_LINES = 25

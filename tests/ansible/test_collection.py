@@ -6,8 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.ansible.collection import CONTENT, build, install, manifest, members
 from tests.conftest import ROOT
+
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
 
 
 def test_the_artifact_holds_the_ansible_content_only(tmp_path: Path) -> None:

@@ -16,6 +16,8 @@ import pytest
 from tests.ansible.conftest import VENV_BIN, run, tail
 from tests.hosts import tls
 
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
+
 PLAYBOOK = Path(__file__).parent / "playbooks" / "render_edge.yml"
 OCSP_URL = "http://ocsp.testnet.invalid/"
 

@@ -20,6 +20,8 @@ import pytest
 
 from tests.ansible.conftest import ROOT, VENV_BIN, ansible_env, selected_roles, stop_scenarios
 
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
+
 # Every role's default scenario on this machine; these two have suites of their own
 # (tests/operator, tests/reset_scheduler) that run them with their fixtures.
 OWN_SUITES = {"genesis_preflight", "reset_scheduler"}

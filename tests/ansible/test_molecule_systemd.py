@@ -22,6 +22,8 @@ import pytest
 from tests.ansible.conftest import ROOT, VENV_BIN, ansible_env, selected_roles, stop_scenarios
 from tests.hosts.hosts import missing_tools, stop_fleet
 
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
+
 ROLES = sorted(p.parents[2].name for p in ROOT.glob("roles/*/molecule/systemd/molecule.yml"))
 STEPS = ("create", "prepare", "converge", "idempotence", "check", "verify", "destroy")
 PARALLEL = max(1, int(os.environ.get("NET_MOLECULE_SYSTEMD_PARALLEL", "2")))

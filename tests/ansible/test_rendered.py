@@ -11,6 +11,8 @@ import pytest
 
 from tests.ansible.conftest import VENV_BIN, run, tail
 
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
+
 PLAYBOOK = Path(__file__).parent / "playbooks" / "render_templates.yml"
 
 

@@ -15,6 +15,8 @@ import yaml
 from tests.ansible.role_specs import disagreements
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
+
 ROLES = sorted(p.name for p in (ROOT / "roles").iterdir() if p.is_dir())
 SCRIPT = ROOT / "scripts" / "role-readmes"
 

@@ -14,7 +14,8 @@ import pytest
 
 from tests.ansible.conftest import VENV_BIN, run, tail
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="changing owners needs root")
+pytestmark = [pytest.mark.process,
+              pytest.mark.skipif(os.geteuid() != 0, reason="changing owners needs root")]
 OLD, NEW = pwd.getpwnam("nobody"), pwd.getpwnam("daemon")
 
 

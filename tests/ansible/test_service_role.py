@@ -21,6 +21,8 @@ from tests.ansible.conftest import (
 )
 from tests.conftest import free_port
 
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
+
 PLAYBOOK = ROOT / "tests" / "ansible" / "playbooks" / "apply_service.yml"
 
 

@@ -13,6 +13,8 @@ import pytest
 
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
+
 spec = importlib.util.spec_from_file_location(
     "net_service", ROOT / "plugins" / "module_utils" / "net_service.py"
 )

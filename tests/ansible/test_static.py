@@ -12,6 +12,8 @@ import pytest
 
 from tests.ansible.conftest import ROOT, VENV_BIN, run, tail
 
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
+
 PLAYBOOKS = ["site.yml", "status.yml", "docs.yml"]
 INVENTORIES = ["local", "testnet"]
 

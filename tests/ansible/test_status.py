@@ -6,8 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.ansible.conftest import VENV_BIN, ansible_env, run, tail
 from tests.conftest import free_port
+
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
 
 
 def test_status_of_a_network_that_is_not_running(tmp_path: Path) -> None:

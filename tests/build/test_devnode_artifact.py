@@ -29,10 +29,11 @@ def installed_devnode() -> Path:
         proc = subprocess.run([str(DEVNODE), "--version"], capture_output=True, text=True,
                               timeout=60, check=False)
     except OSError as exc:
-        pytest.skip(f"the development node is not installed ({DEVNODE}: {exc})")
+        pytest.fail(f"the development node is not installed ({DEVNODE}: {exc});"
+                    " run scripts/bootstrap")
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        pytest.skip(f"`{DEVNODE} --version` fails, the development node is not ready yet: {last}")
+        pytest.fail(f"`{DEVNODE} --version` fails: {last}")
     return DEVNODE
 
 

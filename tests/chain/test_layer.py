@@ -17,7 +17,7 @@ from ops_tools.chain.keys import keypair_from_file, keypair_from_secret
 from ops_tools.chain.rpc import RpcClient, RpcError
 from ops_tools.chain.urls import http_url, is_websocket, ws_url
 from ops_tools.errors import InputError
-from tests.wallet.devnode_fixture import DevNode, run_devnode
+from tests.support.devnode import DevNode, run_devnode
 
 ALICE = "5GrwvaEF5zXb26Fz9rcQpDWS57CtERHpNehXCPcNoHGKutQY"
 
@@ -95,9 +95,10 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevNode]:
         yield running
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("scheme", ["http", "ws"])
 def test_factory_connects_with_the_chains_ss58_format(node: DevNode, scheme: str):
-    url = node.http_url if scheme == "http" else node.ws_url
+    url = node.http if scheme == "http" else node.ws
     substrate = chain_substrate.connect(url, timeout_s=10)
     try:
         assert substrate.ss58_format == node_ss58(node)
@@ -109,12 +110,13 @@ def test_factory_connects_with_the_chains_ss58_format(node: DevNode, scheme: str
 
 
 def node_ss58(node: DevNode) -> int:
-    return int(RpcClient(node.http_url).call("system_properties")["ss58Format"])
+    return int(RpcClient(node.http).call("system_properties")["ss58Format"])
 
 
+@pytest.mark.process
 def test_a_second_connection_reuses_the_decoded_metadata(node: DevNode):
-    first = chain_substrate.connect(node.http_url, timeout_s=10)
-    second = chain_substrate.connect(node.http_url, timeout_s=10)
+    first = chain_substrate.connect(node.http, timeout_s=10)
+    second = chain_substrate.connect(node.http, timeout_s=10)
     try:
         first.init_runtime()
         second.init_runtime()

@@ -66,6 +66,7 @@ def _mixed_entries(rng: random.Random, n: int, key_len: int) -> dict[bytes, byte
     return entries
 
 
+@pytest.mark.process
 @BOTH
 @pytest.mark.parametrize("seed", range(12))
 def test_bulk_trie_matches_reference(small_thresholds, version, seed):
@@ -74,6 +75,7 @@ def test_bulk_trie_matches_reference(small_thresholds, version, seed):
     assert trie_root(entries, version) == reference_root(entries, version)
 
 
+@pytest.mark.process
 @BOTH
 def test_bulk_trie_with_uniform_values_and_workers(small_thresholds, version):
     rng = random.Random(99)
@@ -82,6 +84,7 @@ def test_bulk_trie_with_uniform_values_and_workers(small_thresholds, version):
     assert trie_root(entries, version) == reference_root(entries, version)
 
 
+@pytest.mark.process
 @BOTH
 def test_small_values_are_inlined_by_the_general_builder(small_thresholds, version):
     # Two-byte keys and one-byte values: leaves shorter than 32 bytes, inlined in their parent.
@@ -137,6 +140,7 @@ def _general(path: Path, version: int) -> bytes:
     return compute_genesis(load_spec(path), state_version=version).genesis_hash
 
 
+@pytest.mark.process
 @BOTH
 @pytest.mark.parametrize("indent", [None, 2])
 @pytest.mark.parametrize("fork", [True, False])
@@ -158,6 +162,7 @@ def test_scanned_spec_gives_the_general_paths_hash(
     assert fast.state_root == root
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     "mangle",
     [
@@ -215,6 +220,7 @@ def _large_spec(tmp_path: Path, mutate=None) -> Path:
     return path
 
 
+@pytest.mark.process
 def test_large_spec_hash_on_the_command_line(tmp_path):
     path = _large_spec(tmp_path)
     result = _run("genesis-hash", str(path), "--json")
@@ -228,6 +234,7 @@ def _second_bulk_key(top: dict[str, str]) -> str:
     return sorted(k for k in top if len(k) == 162)[1]
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("mutate", "needle"),
     [
@@ -251,6 +258,7 @@ def test_bad_large_specs_get_one_clear_line(tmp_path, mutate, needle):
     assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], lines
 
 
+@pytest.mark.process
 def test_large_compression_bomb_gets_one_clear_line(tmp_path):
     bomb = ZSTD_PREFIX + zstandard.ZstdCompressor().compress(b"\x00" * (60 * 1024 * 1024))
     path = _large_spec(tmp_path, lambda top: top.__setitem__("0x3a636f6465", "0x" + bomb.hex()))

@@ -13,6 +13,8 @@ import zstandard
 from ops_tools.chainspec import compute_genesis, load_spec
 from ops_tools.chainspec.runtime import ZSTD_PREFIX, RuntimeVersion, api, build_runtime_blob
 
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
+
 RUNTIME = RuntimeVersion(
     "net-dev", "net-dev-node", 1, 6, 1, 1, 1, [api("Core", 5), api("AuraApi", 1)]
 )

@@ -23,6 +23,8 @@ from ops_tools.chainspec.trie import trie_root
 from ops_tools.errors import InputError, OpsError
 from tests.chainspec.reference_trie import reference_root
 
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
+
 
 def _kill_self() -> None:
     os.kill(os.getpid(), signal.SIGKILL)

@@ -24,6 +24,7 @@ def _loads_numpy(code: str, *args: str) -> bool:
     return result.stdout.strip().splitlines()[-1] == "True"
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     "module",
     [
@@ -40,6 +41,7 @@ def test_importing_does_not_load_numpy(module):
     assert not _loads_numpy(f"import {module}")
 
 
+@pytest.mark.process
 def test_the_fast_path_does_load_it():
     # The probe can tell: a map of a few thousand same-length keys takes the numpy builder.
     code = (

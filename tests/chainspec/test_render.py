@@ -18,6 +18,8 @@ from ops_tools.chainspec.runtime import RuntimeVersion, api, build_runtime_blob
 from ops_tools.errors import InputError, OpsError
 from tests.conftest import ROOT, free_port
 
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
+
 LOCAL = ROOT / "chainspec" / "networks" / "local.yml"
 DEVNODE = Path(sys.executable).with_name("devnode")
 

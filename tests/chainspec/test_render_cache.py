@@ -15,6 +15,8 @@ from ops_tools.chainspec.render import render
 from ops_tools.chainspec.render_cache import RenderInputs, cached_genesis
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
+
 LOCAL = ROOT / "chainspec" / "networks" / "local.yml"
 DEVNODE = Path(sys.executable).with_name("devnode")
 

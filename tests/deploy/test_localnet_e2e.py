@@ -133,9 +133,32 @@ def test_polkadot_js_client_on_the_public_endpoint(localnet):
 
 def test_second_up_changes_nothing(localnet):
     env, _, _ = localnet
-    again = ops("localnet", "up", "--json", env=env)
+    # The playbook itself, though its inputs did not change: idempotent.
+    again = ops("localnet", "up", "--json", "--converge", env=env)
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["changed"] == 0
+
+
+def test_an_up_with_unchanged_inputs_runs_no_playbook_unless_a_program_is_down(localnet):
+    env, result, _ = localnet
+    state = Path(env["NET_LOCALNET_DIR"])
+    quick = ops("localnet", "up", "--json", env=env)
+    assert quick.returncode == 0, quick.stderr
+    assert json.loads(quick.stdout)["changed"] == 0
+    assert json.loads(quick.stdout)["genesis_hash"] == result["genesis_hash"]
+    venv_ctl = Path(sys.executable).with_name("supervisorctl")
+    ctl = [str(venv_ctl) if venv_ctl.exists() else "supervisorctl", "-c",
+           str(state / "supervisor" / "supervisord.conf")]
+    status = subprocess.run([*ctl, "status"], capture_output=True, text=True, check=False)
+    program = status.stdout.split()[0]
+    subprocess.run([*ctl, "stop", program], capture_output=True, text=True, check=True)
+    # The inputs still match, the world does not: the playbook runs and starts it again.
+    repaired = ops("localnet", "up", "--json", env=env)
+    assert repaired.returncode == 0, repaired.stderr
+    assert json.loads(repaired.stdout)["changed"] > 0
+    status = subprocess.run([*ctl, "status", program], capture_output=True, text=True,
+                            check=False)
+    assert "RUNNING" in status.stdout, status.stdout
 
 
 def test_a_second_network_on_the_same_ports_is_refused(localnet, tmp_path):

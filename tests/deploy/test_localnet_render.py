@@ -6,8 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from ops_tools.deploy.localnet import _finalized_before, devnode_binary, render_local_spec
 from tests.conftest import free_port
+
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
 
 
 def test_a_render_is_reused_until_its_files_change(tmp_path: Path) -> None:

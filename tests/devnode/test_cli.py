@@ -12,6 +12,8 @@ import pytest
 from tests.devnode.conftest import OPS_TOOLS, Node, make_plain_spec, run
 from tests.support.devnode import free_port
 
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
+
 
 def test_version():
     out = run("--version", check=True).stdout.strip()

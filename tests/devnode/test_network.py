@@ -13,6 +13,8 @@ import requests
 from tests.devnode.conftest import Node, make_plain_spec
 from tests.support.devnode import raw_spec as raw_of
 
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
+
 ALICE_AURA = "d43593c715fdd31c61141abd04a99fd6822c8558854ccde39a5684e7a56da27d"
 
 

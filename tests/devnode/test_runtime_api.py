@@ -14,6 +14,8 @@ from ops_tools.devnode.runtime.apis import RUNTIME_VERSION
 from ops_tools.devnode.runtime.metadata import _V15_TYPES
 from tests.devnode.conftest import Node, make_plain_spec, rpc, run
 
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
+
 
 def call(node: Node, method: str, data: str = "0x") -> bytes:
     return bytes.fromhex(str(rpc(node.http, "state_call", [method, data]))[2:])

@@ -9,10 +9,14 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from websockets.sync.client import connect
 
 from tests.conftest import free_port
-from tests.wallet.devnode_fixture import DEVNODE, rpc_call
+from tests.support.devnode import DEVNODE
+from tests.support.devnode import rpc as rpc_call
+
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
 
 
 def test_sigint_closes_websocket_subscriptions_with_going_away(tmp_path: Path) -> None:

@@ -21,6 +21,8 @@ import pytest
 from tests.devnode_js import client
 from tests.support.devnode import free_port, rpc
 
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
+
 DEVNODE = Path(sys.executable).with_name("devnode")
 
 

@@ -19,6 +19,8 @@ import pytest
 
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
+
 NAME = "docs.testnet.invalid"
 GENESIS = "0x" + "ab" * 32
 

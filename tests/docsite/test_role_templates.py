@@ -13,6 +13,8 @@ import yaml
 
 from tests.docsite.conftest import ROLE_TEMPLATES
 
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
+
 
 def _render(out: Path, *, tls: bool, cert: Path, key: Path) -> Path:
     env = jinja2.Environment(

@@ -13,6 +13,8 @@ import pytest
 from tests.hosts.hosts import CGROUP_GROUP, CGROUP_ROOTS, boot_fleet, missing_tools, stop_fleet
 from tests.hosts.rootfs import RECIPE, rootfs_path
 
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
+
 
 def test_recipe_change_changes_cache_key() -> None:
     changed = replace(RECIPE, packages=(*RECIPE.packages, "curl"))

@@ -15,6 +15,8 @@ from ops_tools.operator.context import Options
 from tests.ansible.test_rendered import _render
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
+
 GOOD_ENOUGH = {"OK", "SAFE", "PERFECT"}
 RESET_UNIT = ROOT / "roles/reset_scheduler/templates/etc/systemd/system/net-reset-cycle.service.j2"
 # Every public service's unit comes from the service role's one template (roles/service); the

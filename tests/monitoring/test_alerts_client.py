@@ -21,6 +21,8 @@ from ops_tools.monitoring.alerts import firing, wait_for_alert
 from tests.conftest import free_port
 from tests.monitoring.conftest import ROOT, tool
 
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
+
 OPS_TOOLS = Path(sys.executable).with_name("ops-tools")
 
 

@@ -8,9 +8,12 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.monitoring.conftest import ROOT, render, tool
+
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
 
 
 def _targets(prometheus_yml: Path) -> dict[str, dict[str, dict]]:

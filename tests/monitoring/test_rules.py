@@ -9,9 +9,12 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.monitoring.conftest import tool
+
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
 
 
 def _durations(rules: Path) -> dict[str, int]:

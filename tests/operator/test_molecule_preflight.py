@@ -13,6 +13,8 @@ import pytest
 from tests.conftest import ROOT, free_port
 from tests.operator.conftest import VENV_BIN
 
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
+
 
 @pytest.mark.slow
 def test_genesis_preflight_molecule_scenario(tmp_path: Path) -> None:

@@ -44,6 +44,7 @@ def options(tmp_path: Path, **kw) -> Options:
 
 # --- GPU detection through the test doubles --------------------------------------------------
 
+@pytest.mark.process
 def test_h100_is_detected_with_model_memory_driver_and_cc_mode(fake_path, tmp_path):
     fake_path("h100")
     found = gpu_probe.detect(no_gpu=False)
@@ -57,6 +58,7 @@ def test_h100_is_detected_with_model_memory_driver_and_cc_mode(fake_path, tmp_pa
     assert "NVIDIA H100 PCIe" in outcome.detail and outcome.facts["gpu"]["no_gpu"] is False
 
 
+@pytest.mark.process
 def test_no_gpu_stops_with_that_message(fake_path):
     fake_path("none")
     with pytest.raises(OpsError, match="no NVIDIA GPU found") as err:
@@ -72,6 +74,7 @@ def test_no_gpu_flag_records_a_worker_without_gpu(fake_path, tmp_path):
                                     "cc_mode": "unknown"}
 
 
+@pytest.mark.process
 def test_gpu_without_driver_names_the_driver(tmp_path, monkeypatch):
     # lspci of the H100 server, nvidia-smi of a machine without the driver loaded.
     mixed = tmp_path / "bin"
@@ -85,6 +88,7 @@ def test_gpu_without_driver_names_the_driver(tmp_path, monkeypatch):
 
 # --- the parsers -----------------------------------------------------------------------------
 
+@pytest.mark.process
 @pytest.mark.parametrize("kind,count", [("h100", 1), ("none", 0)])
 def test_lspci_nn_and_mm_agree(kind, count):
     nn = gpu.nvidia_gpus(gpu.parse_lspci_nn(tool_output(kind, "lspci", "-nn")))
@@ -96,6 +100,7 @@ def test_lspci_nn_and_mm_agree(kind, count):
         assert a.device_name == b.device_name == "GH100 [H100 PCIe]"
 
 
+@pytest.mark.process
 def test_lspci_mm_without_ids_goes_by_names():
     devices = gpu.parse_lspci_mm(tool_output("h100", "lspci", "-mm"))
     assert len(devices) == 4
@@ -240,6 +245,7 @@ def test_heartbeat_state():
     assert heartbeat_state(1, 5).startswith("behind by 4 epochs")
 
 
+@pytest.mark.process
 def test_gpu_check_redoes_the_detection_when_the_gpus_are_gone(fake_path, tmp_path):
     """The journal records the H100; the server now shows none (or another answer): the check
     names it and the step is run again (which then stops with the detection's own error)."""

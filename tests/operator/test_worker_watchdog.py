@@ -15,9 +15,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from ops_tools.operator import units
 from ops_tools.operator.context import Options
 from tests.conftest import free_port
+
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
 
 NET_WORKER = Path(sys.executable).with_name("net-worker")
 

@@ -65,6 +65,7 @@ def running(program: Program) -> bool:
     return program.running(sh(" ".join(program.argv("status", local=True))).stdout)
 
 
+@pytest.mark.process
 def test_supervisor_commands_are_idempotent(supervised):
     program = supervised
     assert not running(program)

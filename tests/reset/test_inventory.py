@@ -17,6 +17,8 @@ from ops_tools.deploy.inventory import (
 from ops_tools.errors import OpsError
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
+
 VAULT = Path(sys.executable).with_name("ansible-vault")
 
 

@@ -146,6 +146,7 @@ def _hold(path, ready, release):
         release.wait(30)
 
 
+@pytest.mark.process
 def test_second_cycle_is_refused_and_names_the_holder(tmp_path):
     ctx = mp.get_context("fork")
     ready, release = ctx.Event(), ctx.Event()

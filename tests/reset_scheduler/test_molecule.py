@@ -13,6 +13,8 @@ import pytest
 from tests.conftest import ROOT
 from tests.reset_scheduler.conftest import VENV_BIN
 
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
+
 ROLE = ROOT / "roles" / "reset_scheduler"
 
 

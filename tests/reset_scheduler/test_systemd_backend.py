@@ -11,6 +11,8 @@ import pytest
 
 from tests.reset_scheduler.conftest import UNIT, Controller, files_under
 
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
+
 SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
 
 needs_systemd_analyze = pytest.mark.skipif(

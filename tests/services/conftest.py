@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import free_port
 from tests.services.postgres import PostgresServer, pg_bindir, running_postgres
-from tests.wallet.devnode_fixture import DevNode, run_devnode
+from tests.support.devnode import DevNode, run_devnode
 
 _names = itertools.count()
 
@@ -26,7 +26,7 @@ def postgres_server() -> Iterator[PostgresServer]:
         yield server
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.process)])
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A fresh, empty database of each kind."""
     if request.param == "sqlite":

@@ -25,7 +25,8 @@ from substrateinterface import Keypair
 from tests.services.explorer.processes import run_service
 from tests.services.indexer.harness import Indexer
 from tests.services.tcp_proxy import TcpProxy
-from tests.wallet.devnode_fixture import DevNode, fund, rpc_call
+from tests.support.devnode import DevNode, fund
+from tests.support.devnode import rpc as rpc_call
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -36,7 +37,7 @@ WITHIN_S = 90.0
 
 @pytest.fixture
 def proxy(devnode: DevNode) -> Iterator[TcpProxy]:
-    url = urllib.parse.urlsplit(devnode.ws_url)
+    url = urllib.parse.urlsplit(devnode.ws)
     tcp = TcpProxy((str(url.hostname), int(url.port or 80)))
     try:
         yield tcp
@@ -126,7 +127,7 @@ TRANSFERS_TO = """query($to: String!) { transfers(to: $to, first: 10) {
 def test_indexer(tmp_path: Path, devnode: DevNode, proxy: TcpProxy) -> None:
     ix = Indexer(tmp_path / "indexer", ws(proxy), f"sqlite:///{tmp_path / 'index.db'}").start()
     try:
-        head = int(rpc_call(devnode.http_url, "chain_getHeader", [])["number"], 16)
+        head = int(rpc_call(devnode.http, "chain_getHeader", [])["number"], 16)
         ix.wait_height(head, timeout=WITHIN_S)
         ix.wait_for(lambda: ready(ix.url) == 200 and ix.processor_ready()[0] == 200, WITHIN_S,
                     "both programs ready")
@@ -146,9 +147,9 @@ def test_indexer(tmp_path: Path, devnode: DevNode, proxy: TcpProxy) -> None:
 
         ix.wait_for(lambda: ix.processor_ready()[0] == 200 and ready(ix.url) == 200, WITHIN_S,
                     "both /ready to be green again")
-        head = int(rpc_call(devnode.http_url, "chain_getHeader", [])["number"], 16)
+        head = int(rpc_call(devnode.http, "chain_getHeader", [])["number"], 16)
         status = ix.wait_height(head, timeout=WITHIN_S)
-        indexed = rpc_call(devnode.http_url, "chain_getBlockHash", [status["height"]])
+        indexed = rpc_call(devnode.http, "chain_getBlockHash", [status["height"]])
         assert status["hash"] == indexed, status
         edges = ix.data(TRANSFERS_TO, {"to": recipient})["transfers"]["edges"]
         assert [int(e["node"]["amount"]) for e in edges] == [7 * 10**12]

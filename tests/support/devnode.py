@@ -1,31 +1,32 @@
-"""Start and stop ``devnode`` processes on free loopback ports (for tests and benchmarks).
+"""Start and stop ``devnode`` processes on free loopback ports (for tests and benchmarks): the
+one development-node harness of the suite.
 
-Every node runs in its own process group, so ``stop`` ends it and anything it started.
+Every node runs in its own process group, so ``stop`` ends it and anything it started. A node
+that does not start is an error of the test that needed it, never a skip.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from substrateinterface import Keypair, SubstrateInterface
+
+from tests.conftest import free_port
+
 BIN = Path(sys.executable).parent
 DEVNODE = str(BIN / "devnode")
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+START_TIMEOUT_S = 90
 
 
 def devnode(
@@ -57,17 +58,18 @@ class DevNode:
     def __init__(
         self,
         base: Path,
-        chain: str,
+        chain: str | None,
         *extra: str,
         name: str = "node",
         validator_key: str | None = "alice",
+        prometheus: bool = True,
     ) -> None:
+        """``chain`` None: ``extra`` says which (``--dev``)."""
         self.base, self.chain, self.name = base, chain, name
         self.rpc_port, self.prom_port, self.p2p_port = free_port(), free_port(), free_port()
         self.args = [
             DEVNODE,
-            "--chain",
-            chain,
+            *(["--chain", chain] if chain is not None else []),
             "--base-path",
             str(base),
             "--name",
@@ -76,8 +78,7 @@ class DevNode:
             str(self.rpc_port),
             "--port",
             str(self.p2p_port),
-            "--prometheus-port",
-            str(self.prom_port),
+            *(["--prometheus-port", str(self.prom_port)] if prometheus else ["--no-prometheus"]),
             *extra,
         ]
         if validator_key:
@@ -97,6 +98,16 @@ class DevNode:
     def ws(self) -> str:
         return f"ws://127.0.0.1:{self.rpc_port}"
 
+    def substrate(self) -> SubstrateInterface:
+        """A WebSocket client, for submitting; keep it short-lived: the node pings idle
+        WebSocket clients and drops those that do not answer, and substrate-interface only
+        answers pings while it is reading."""
+        return SubstrateInterface(url=self.ws, ss58_format=42)
+
+    def reader(self) -> SubstrateInterface:
+        """An HTTP client for storage and constants: no connection to go stale between tests."""
+        return SubstrateInterface(url=self.http, ss58_format=42)
+
     def start(self, wait: bool = True) -> DevNode:
         self.base.parent.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("ab")
@@ -108,8 +119,8 @@ class DevNode:
         return self
 
     def wait_ready(self, timeout: float = 30) -> None:
-        deadline = time.time() + timeout
-        while time.time() < deadline:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
             if self.proc is not None and self.proc.poll() is not None:
                 raise RuntimeError(
                     f"devnode exited with {self.proc.returncode}:\n{self.logs()[-4000:]}"
@@ -145,8 +156,8 @@ class DevNode:
         what: str = "condition",
         interval: float = 0.2,
     ) -> None:
-        deadline = time.time() + timeout
-        while time.time() < deadline:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
             if predicate():
                 return
             time.sleep(interval)
@@ -167,6 +178,45 @@ class DevNode:
         self.proc = None
         return code
 
+
+
+@contextlib.contextmanager
+def run_devnode(workdir: Path, extra_args: list[str]) -> Iterator[DevNode]:
+    """A node started with ``extra_args`` (``--dev``; ``--chain <spec> --alice --tmp``), once
+    it authored its first block; stopped at the end."""
+    node = DevNode(workdir / "base", None, *extra_args, validator_key=None, prometheus=False)
+    node.start(wait=False)
+    try:
+        node.wait_ready(START_TIMEOUT_S)
+        node.wait_for(lambda: node.best() >= 1, START_TIMEOUT_S, what="the first block")
+        yield node
+    finally:
+        node.stop()
+
+
+def fund(node: DevNode, amounts: dict[str, int], source: str = "//Alice") -> None:
+    """Transfers from an endowed development account, all in flight at once; waits for all."""
+    substrate = node.substrate()
+    try:
+        signer = Keypair.create_from_uri(source, ss58_format=42)
+        nonce = substrate.get_account_nonce(signer.ss58_address)
+        for offset, (dest, value) in enumerate(amounts.items()):
+            call = substrate.compose_call("Balances", "transfer_keep_alive",
+                                          {"dest": dest, "value": value})
+            xt = substrate.create_signed_extrinsic(call=call, keypair=signer, nonce=nonce + offset)
+            last = offset == len(amounts) - 1
+            receipt = substrate.submit_extrinsic(xt, wait_for_inclusion=last)
+            if last:
+                assert receipt.is_success, receipt.error_message
+        for dest, value in amounts.items():
+            # Transfers of one sender apply in nonce order, so all are in by the last one's block.
+            assert free_balance(substrate, dest) >= value
+    finally:
+        substrate.close()
+
+
+def free_balance(substrate: SubstrateInterface, address: str) -> int:
+    return int(substrate.query("System", "Account", [address]).value["data"]["free"])
 
 def plain_spec(
     path: Path,

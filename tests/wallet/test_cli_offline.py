@@ -14,6 +14,8 @@ from tests.conftest import free_port
 from .conftest import PASSPHRASE, Wallet, assert_clean_failure
 from .test_mnemonic_keys import HARDHAT_ADDRESS, HARDHAT_PHRASE
 
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
+
 ZERO = "0x" + "00" * 32
 
 

@@ -15,8 +15,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.support.devnode import DEVNODE, DevNode, fund, run_devnode
+
 from .conftest import Wallet, assert_clean_failure
-from .devnode_fixture import DEVNODE, DevNode, devnode_missing_reason, fund, run_devnode
+
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
 
 TOKEN = 10**12
 RULE = "epoch >= last_heartbeat_epoch and epoch - last_heartbeat_epoch <= 1"
@@ -24,9 +27,6 @@ RULE = "epoch >= last_heartbeat_epoch and epoch - last_heartbeat_epoch <= 1"
 
 @pytest.fixture(scope="module")
 def fast_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevNode]:
-    reason = devnode_missing_reason()
-    if reason:
-        pytest.skip(f"development node not available yet: {reason}")
     workdir = tmp_path_factory.mktemp("fastnode")
     plain = subprocess.run([str(DEVNODE), "build-spec", "--chain", "dev"], capture_output=True,
                            text=True, timeout=120, check=True).stdout
@@ -42,7 +42,7 @@ def fast_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevNode]:
 
 def test_epoch_in_past_and_too_far_ahead_then_the_remedy_works(fast_node, tmp_path):
     w = Wallet(tmp_path / "keystore")
-    rpc = ["--rpc-url", fast_node.ws_url]
+    rpc = ["--rpc-url", fast_node.ws]
     created = w.run("new", "beat", "--json")
     assert created.returncode == 0, created.stderr
     address = created.json()["ss58_address"]

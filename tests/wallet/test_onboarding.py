@@ -14,9 +14,12 @@ from collections.abc import Iterator
 import pytest
 
 from ops_tools.chain.wire.heartbeat import verify_heartbeat_payload
+from tests.support.devnode import DevNode, fund, run_devnode
+from tests.support.devnode import rpc as rpc_call
 
 from .conftest import WALLET_CLI, Wallet, assert_clean_failure
-from .devnode_fixture import DevNode, fund, rpc_call, run_devnode
+
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
 
 TOKEN = 10**12
 ZERO_HASH = "0x" + "00" * 32
@@ -75,7 +78,7 @@ def current_epoch(chain) -> int:
 
 def test_onboarding_order_end_to_end(node, chain, min_stake, tmp_path):
     w = Wallet(tmp_path / "keystore")
-    rpc = ["--rpc-url", node.ws_url]
+    rpc = ["--rpc-url", node.ws]
 
     # 1. create the account
     created = w.run("new", "operator", "--json")
@@ -128,7 +131,7 @@ def test_onboarding_order_end_to_end(node, chain, min_stake, tmp_path):
                         "1763800000", *rpc)
     assert payload_run.returncode == 0, payload_run.stderr
     payload = payload_run.json()
-    genesis = rpc_call(node.http_url, "chain_getBlockHash", [0])
+    genesis = rpc_call(node.http, "chain_getBlockHash", [0])
     assert payload["operator"] == address
     assert (payload["epoch"], payload["timestamp"], payload["genesis_hash"]) == (
         epoch, 1763800000, genesis)
@@ -140,7 +143,7 @@ def test_stake_below_minimum_states_the_minimum(node, chain, accounts, min_stake
     w, addr = accounts
     before = w.snapshot()
     result = w.run("register-operator", "small", "--stake", str(min_stake - 1),
-                   "--rpc-url", node.ws_url)
+                   "--rpc-url", node.ws)
     assert_clean_failure(result, 1, "OperatorStake.StakeBelowMinimum")
     assert re.search(rf"MinStake is 1 \S+ \({min_stake} plancks\)", result.stderr), result.stderr
     assert f"--stake {min_stake} or more" in result.stderr
@@ -149,7 +152,7 @@ def test_stake_below_minimum_states_the_minimum(node, chain, accounts, min_stake
     assert w.snapshot() == before
 
     as_json = w.run("register-operator", "small", "--stake", "0", "--json",
-                    "--rpc-url", node.ws_url)
+                    "--rpc-url", node.ws)
     assert as_json.returncode == 1
     body = as_json.json()
     assert body["ok"] is False
@@ -161,7 +164,7 @@ def test_stake_below_minimum_states_the_minimum(node, chain, accounts, min_stake
 def test_insufficient_balance_points_at_the_faucet(node, chain, accounts, min_stake):
     w, addr = accounts
     result = w.run("register-operator", "poor", "--stake", str(min_stake),
-                   env={"NET_RPC_URL": node.ws_url})
+                   env={"NET_RPC_URL": node.ws})
     assert_clean_failure(result, 1, "OperatorStake.InsufficientBalance", "faucet",
                          f"free balance of {addr['poor']}")
     assert operator_record(chain, addr["poor"]) is None
@@ -171,13 +174,13 @@ def test_unfunded_account_cannot_pay_the_fee(node, chain, accounts, min_stake):
     w, addr = accounts
     before = w.snapshot()
     result = w.run("register-operator", "broke", "--stake", str(min_stake),
-                   "--rpc-url", node.ws_url)
+                   "--rpc-url", node.ws)
     assert_clean_failure(result, 1, "rejected by the node before inclusion",
                          "cannot pay the transaction fee", "faucet")
     assert operator_record(chain, addr["broke"]) is None
     assert w.snapshot() == before
     as_json = w.run("heartbeat-test", "broke", "--submit", "--epoch", "0", "--json",
-                    "--rpc-url", node.ws_url)
+                    "--rpc-url", node.ws)
     assert as_json.returncode == 1
     body = as_json.json()
     assert body["ok"] is False and body["error"]["name"] == "InvalidTransaction"
@@ -188,13 +191,13 @@ def test_unfunded_account_cannot_pay_the_fee(node, chain, accounts, min_stake):
 def test_heartbeat_of_an_unregistered_account(node, accounts):
     w, _ = accounts
     result = w.run("heartbeat-test", "notreg", "--submit", "--epoch", "0",
-                   "--rpc-url", node.ws_url)
+                   "--rpc-url", node.ws)
     assert_clean_failure(result, 1, "OperatorStake.NotRegistered", "register it first")
 
 
 def test_already_registered_and_epoch_too_far_ahead(node, chain, accounts, min_stake):
     w, addr = accounts
-    rpc = ["--rpc-url", node.ws_url]
+    rpc = ["--rpc-url", node.ws]
     first = w.run("register-operator", "twice", "--stake", str(min_stake), *rpc)
     assert first.returncode == 0, first.stderr
     again = w.run("register-operator", "twice", "--stake", str(min_stake), *rpc)

@@ -9,7 +9,11 @@ import select
 import signal
 import time
 
+import pytest
+
 from .conftest import WALLET_CLI, Wallet
+
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
 
 
 def run_on_tty(

@@ -46,6 +46,7 @@ def test_a_wrong_engine_is_refused_naming_the_field_and_value(tmp_path, override
     assert named in str(caught.value)
 
 
+@pytest.mark.process
 def test_onboard_refuses_an_unknown_engine_kind_before_doing_anything(tmp_path):
     proc = subprocess.run(
         [str(OPS_TOOLS), "operator", "onboard", "--name", "op1", "--engine-url",

@@ -15,6 +15,8 @@ from ops_tools.worker.config import WorkerSettings
 from ops_tools.worker.liveness import Liveness
 from tests.support.devnode import DevNode
 
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
+
 
 @pytest.fixture
 def node(tmp_path) -> Iterator[DevNode]:

@@ -61,7 +61,9 @@ class SignerLease:
         t = signer_leases
         with self.db.session(write=True) as s:
             self.db.lock(s, f"{t.name}:{self.account}")
-            now = time.time()
+            # The row holds wall-clock times (other hosts read them); this process's own
+            # deadline runs on the monotonic clock, from before the row was written.
+            now, started = time.time(), time.monotonic()
             row = s.execute(select(t).where(t.c.account == self.account)).first()
             until = now + self.duration_s
             if row is None:
@@ -76,7 +78,7 @@ class SignerLease:
             else:
                 return Holder(row.holder, row.host, int(row.pid), float(row.expires_at))
         with self._lock:
-            self._held_until = until
+            self._held_until = started + self.duration_s
         return None
 
     def _dead(self, row: Any) -> bool:
@@ -121,7 +123,7 @@ class SignerLease:
 
     def held(self) -> bool:
         with self._lock:
-            return time.time() < self._held_until
+            return time.monotonic() < self._held_until
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._renew, name="faucet-lease", daemon=True)

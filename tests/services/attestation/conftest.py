@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from ops_tools.services.attestation.app import build_app
 from ops_tools.services.attestation.config import AttestationSettings
-from tests.wallet.devnode_fixture import DevNode
+from tests.support.devnode import DevNode
 
 SEED_TEXT = "service-test-seed-5b9e0c1d7a3f46e2"
 
@@ -34,7 +34,7 @@ def make_client(tmp_path: Path, seed_file: Path, devnode: DevNode
 
     def make(database_url: str | None = None, **overrides: Any) -> TestClient:
         settings = AttestationSettings(**{
-            "listen_port": 8002, "state_dir": tmp_path / "state", "rpc_url": devnode.ws_url,
+            "listen_port": 8002, "state_dir": tmp_path / "state", "rpc_url": devnode.ws,
             "database_url": database_url or f"sqlite:///{tmp_path / 'attest.db'}",
             "mock_root_seed_file": seed_file, **overrides,
         })

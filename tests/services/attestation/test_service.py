@@ -13,7 +13,7 @@ from substrateinterface import Keypair
 from ops_tools.services.attestation.canonical import report_hash
 from ops_tools.wallet.attest import signed_request
 from tests.conftest import free_port
-from tests.wallet.devnode_fixture import rpc_call
+from tests.support.devnode import rpc as rpc_call
 
 ALICE = "5GrwvaEF5zXb26Fz9rcQpDWS57CtERHpNehXCPcNoHGKutQY"
 BOB = "5FHneW46xGXgs5mUiveU4sbTyGBzmstUspZC92UhjJM694ty"
@@ -31,7 +31,7 @@ def test_issue_fetch_list_verify_and_survive_a_restart(make_client, database_url
     assert resp.status_code == 201, resp.text
     report = resp.json()
     assert report["mock"] is True and report["nonce"] == nonce and report["account"] == ALICE
-    assert report["genesis_hash"] == rpc_call(devnode.http_url, "chain_getBlockHash", [0])
+    assert report["genesis_hash"] == rpc_call(devnode.http, "chain_getBlockHash", [0])
     assert report["hash"].startswith("0x") and len(report["hash"]) == 66
     generated = attest(client, operator_id="alice-op").json()
     assert len(bytes.fromhex(generated["nonce"][2:])) == 32 and generated["account"] is None
@@ -286,7 +286,7 @@ def test_a_seed_file_readable_by_others_is_refused_without_showing_it(tmp_path, 
     seed = tmp_path / "seed"
     seed.write_text("a-secret-seed-value-0123456789")
     os.chmod(seed, 0o644)
-    settings = AttestationSettings(listen_port=8002, state_dir=tmp_path, rpc_url=devnode.ws_url,
+    settings = AttestationSettings(listen_port=8002, state_dir=tmp_path, rpc_url=devnode.ws,
                                    mock_root_seed_file=seed)
     with pytest.raises(InputError) as err:
         build_app(settings)

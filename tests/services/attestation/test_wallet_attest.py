@@ -11,8 +11,10 @@ from ops_tools.errors import OpsError
 from ops_tools.wallet.attest import request_report
 from tests.conftest import free_port
 from tests.services.explorer.processes import run_service
+from tests.support.devnode import rpc as rpc_call
 from tests.wallet.conftest import Wallet
-from tests.wallet.devnode_fixture import rpc_call
+
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
 
 
 @pytest.fixture(scope="module")
@@ -47,10 +49,10 @@ def test_the_wallets_signed_request_counts_against_its_account_not_its_address(
         tmp_path, devnode, seed_file):
     """No unsigned request from this address is allowed at all (ip_limit 0); the operator's
     signed one still gets its report, once (account_limit 1)."""
-    config = {"rpc_url": devnode.ws_url, "mock_root_seed_file": str(seed_file), "ip_limit": 0,
+    config = {"rpc_url": devnode.ws, "mock_root_seed_file": str(seed_file), "ip_limit": 0,
               "account_limit": 1, "log_level": "warning"}
     operator = Keypair.create_from_uri("//WalletSignedOperator")
-    genesis = rpc_call(devnode.http_url, "chain_getBlockHash", [0])
+    genesis = rpc_call(devnode.http, "chain_getBlockHash", [0])
     with run_service("attestation", tmp_path / "svc", config) as svc:
         with pytest.raises(OpsError, match=r"HTTP 429: ip: at most 0"):
             request_report(svc.url, "wallet-op", operator.ss58_address, 10)

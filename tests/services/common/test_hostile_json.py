@@ -17,7 +17,7 @@ from fastapi import FastAPI
 
 from ops_tools.services.common import jsonbody
 from tests.conftest import free_port
-from tests.wallet.devnode_fixture import DevNode
+from tests.support.devnode import DevNode
 
 
 def _secret(path: Path, text: str) -> Path:
@@ -31,7 +31,7 @@ def _attestation(tmp: Path, node: DevNode) -> FastAPI:
     from ops_tools.services.attestation.config import AttestationSettings
 
     return build_app(AttestationSettings(
-        listen_port=free_port(), state_dir=tmp / "state", rpc_url=node.ws_url,
+        listen_port=free_port(), state_dir=tmp / "state", rpc_url=node.ws,
         database_url=f"sqlite:///{tmp}/a.db",
         mock_root_seed_file=_secret(tmp / "seed", "hostile-json-test-seed-0123456789")))
 
@@ -41,7 +41,7 @@ def _faucet(tmp: Path, node: DevNode) -> FastAPI:
     from ops_tools.services.faucet.config import FaucetSettings
 
     return build_app(FaucetSettings(
-        listen_port=free_port(), state_dir=tmp / "state", rpc_url=node.ws_url,
+        listen_port=free_port(), state_dir=tmp / "state", rpc_url=node.ws,
         database_url=f"sqlite:///{tmp}/f.db",
         seed_file=_secret(tmp / "seed", "//HostileJsonFaucet")))
 
@@ -51,7 +51,7 @@ def _gateway(tmp: Path, node: DevNode) -> FastAPI:
     from ops_tools.services.gateway.config import GatewaySettings
 
     return build_app(GatewaySettings(
-        listen_port=free_port(), state_dir=tmp / "state", rpc_url=node.ws_url,
+        listen_port=free_port(), state_dir=tmp / "state", rpc_url=node.ws,
         database_url=f"sqlite:///{tmp}/g.db",
         worker_secret_file=_secret(tmp / "worker", "hostile-json-worker-secret-0123")))
 
@@ -61,7 +61,7 @@ def _indexer(tmp: Path, node: DevNode) -> FastAPI:
     from ops_tools.services.indexer.config import IndexerSettings
 
     return build_app(IndexerSettings(listen_port=free_port(), state_dir=tmp / "state",
-                                     rpc_url=node.ws_url, database_url=f"sqlite:///{tmp}/i.db"))
+                                     rpc_url=node.ws, database_url=f"sqlite:///{tmp}/i.db"))
 
 
 def _explorer(tmp: Path, node: DevNode) -> FastAPI:
@@ -69,7 +69,7 @@ def _explorer(tmp: Path, node: DevNode) -> FastAPI:
     from ops_tools.services.explorer.config import ExplorerSettings
 
     return build_app(ExplorerSettings(listen_port=free_port(), state_dir=tmp / "state",
-                                      rpc_url=node.ws_url))
+                                      rpc_url=node.ws))
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,9 @@ import httpx
 import pytest
 
 from tests.conftest import ROOT, free_port
-from tests.wallet.devnode_fixture import DevNode
+from tests.support.devnode import DevNode
+
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
 
 TOKEN = "tok-3f9a1c5e7b2d4f60"
 
@@ -81,7 +83,7 @@ def sample_service(tmp: Path, **extra: object) -> Iterator[Running]:
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory, devnode: DevNode) -> Iterator[Running]:
-    with sample_service(tmp_path_factory.mktemp("sample"), rpc_url=devnode.ws_url) as running:
+    with sample_service(tmp_path_factory.mktemp("sample"), rpc_url=devnode.ws) as running:
         yield running
 
 
@@ -158,7 +160,7 @@ def test_unknown_paths_methods_and_crashes(service: Running) -> None:
 def test_ready_names_both_hashes_when_the_chain_is_another(tmp_path: Path,
                                                            devnode: DevNode) -> None:
     other = "0x" + "ab" * 32
-    with sample_service(tmp_path, rpc_url=devnode.ws_url, genesis_hash=other) as running:
+    with sample_service(tmp_path, rpc_url=devnode.ws, genesis_hash=other) as running:
         r = httpx.get(running.url + "/ready")
     assert r.status_code == 503 and r.headers["retry-after"] == "5"
     message = r.json()["error"]["message"]

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.services.explorer.processes import Service, run_service
+from tests.support.devnode import DevNode, fund
 from tests.wallet.conftest import Wallet
-from tests.wallet.devnode_fixture import DevNode, fund
 
 TOKEN = 10**12
 
@@ -37,9 +37,9 @@ def stack(devnode: DevNode, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     seed.write_text("explorer-test-seed-0f1e2d3c4b5a6978\n")
     os.chmod(seed, 0o600)
     with run_service("attestation", work / "attestation", {
-        "rpc_url": devnode.ws_url, "mock_root_seed_file": str(seed),
+        "rpc_url": devnode.ws, "mock_root_seed_file": str(seed),
     }) as attestation, run_service("explorer", work / "explorer", {
-        "rpc_url": devnode.ws_url, "attestation_url": attestation.url, "page_size": 3,
+        "rpc_url": devnode.ws, "attestation_url": attestation.url, "page_size": 3,
         "anchor_cache_s": 0,
     }) as explorer:
         wallet = Wallet(work / "keystore")
@@ -52,7 +52,7 @@ def stack(devnode: DevNode, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         report_hash = attested.stdout.strip()
         stake = 2 * TOKEN
         registered = wallet.run("register-operator", "op-explorer", "--stake", str(stake),
-                                "--attestation-hash", report_hash, "--rpc-url", devnode.ws_url,
+                                "--attestation-hash", report_hash, "--rpc-url", devnode.ws,
                                 "--json")
         assert registered.returncode == 0, registered.stderr + registered.stdout
         yield Stack(devnode, attestation, explorer, wallet, "op-explorer", address,

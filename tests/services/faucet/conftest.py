@@ -19,7 +19,7 @@ import pytest
 from substrateinterface import Keypair
 
 from tests.conftest import ROOT, free_port
-from tests.wallet.devnode_fixture import DevNode, fund
+from tests.support.devnode import DevNode, fund
 
 DRIP = 2_000_000_000_000  # 2 tokens
 FAUCET_SEED = "//FaucetUnderTest"
@@ -61,7 +61,7 @@ def faucet_config(tmp: Path, node: DevNode, *, database_url: str | None = None,
     cfg: dict[str, Any] = {
         "listen_port": free_port(),
         "state_dir": str(tmp / "state"),
-        "rpc_url": node.ws_url,
+        "rpc_url": node.ws,
         "seed_file": str(seed_file),
         "drip_plancks": DRIP,
         "poll_interval_s": 0.1,

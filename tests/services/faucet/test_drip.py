@@ -22,7 +22,7 @@ from tests.services.faucet.conftest import (
     fresh,
     run_faucet,
 )
-from tests.wallet.devnode_fixture import DevNode, free_balance
+from tests.support.devnode import DevNode, free_balance
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +47,7 @@ def test_a_drip_raises_the_balance_and_its_block_holds_it(
     assert body["amount"] == {"plancks": str(DRIP), "tokens": "2", "symbol": "NET",
                               "decimals": 12}
     assert balance(funded_faucet, dest) == DRIP
-    rpc = RpcClient(funded_faucet.http_url)
+    rpc = RpcClient(funded_faucet.http)
     assert body["genesis_hash"] == rpc.genesis_hash()
     block = rpc.call("chain_getBlock", [body["block_hash"]])
     assert int(block["block"]["header"]["number"], 16) == body["block_number"]

@@ -33,8 +33,9 @@ from tests.services.faucet.conftest import (
     run_faucet,
 )
 from tests.services.faucet.proxy import lossy_proxy
-from tests.support.devnode import DevNode as ChainNode
-from tests.wallet.devnode_fixture import DevNode, free_balance, fund
+from tests.support.devnode import DevNode, free_balance, fund
+
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
 
 
 def rows(db_url: str) -> list[dict[str, Any]]:
@@ -48,12 +49,12 @@ def rows(db_url: str) -> list[dict[str, Any]]:
 
 
 def next_nonce(node: DevNode) -> int:
-    return int(RpcClient(node.http_url).call("system_accountNextIndex",
+    return int(RpcClient(node.http).call("system_accountNextIndex",
                                              [FAUCET_KEY.ss58_address]))
 
 
 def in_block(node: DevNode, block_hash: str, xt_hash: str) -> bool:
-    block = RpcClient(node.http_url).call("chain_getBlock", [block_hash])
+    block = RpcClient(node.http).call("chain_getBlock", [block_hash])
     return xt_hash in ["0x" + blake2_256(bytes.fromhex(x[2:])).hex()
                        for x in block["block"]["extrinsics"]]
 
@@ -129,7 +130,7 @@ def test_a_drip_sent_by_a_crashed_faucet_is_settled_by_its_restart(
 ) -> None:
     db_url = f"sqlite:///{tmp_path / 'faucet.db'}"
     dest, other = fresh("crashed"), fresh("after-crash")
-    with lossy_proxy(funded_faucet.ws_url, mode="before") as proxy:
+    with lossy_proxy(funded_faucet.ws, mode="before") as proxy:
         # Its submission never reaches the node, then the faucet dies: journaled, unsettled.
         cfg = faucet_config(tmp_path / "a", funded_faucet, database_url=db_url,
                             rpc_url=proxy.url)
@@ -166,7 +167,7 @@ def test_lost_submission_answers_are_reconciled_against_the_chain_not_resent(
 ) -> None:
     db_url = f"sqlite:///{tmp_path / 'faucet.db'}"
     dests = [fresh(f"lost-{i}") for i in range(6)]
-    with lossy_proxy(funded_faucet.ws_url, mode="after") as proxy:
+    with lossy_proxy(funded_faucet.ws, mode="after") as proxy:
         cfg = faucet_config(tmp_path, funded_faucet, database_url=db_url, rpc_url=proxy.url)
         before = next_nonce(funded_faucet)
         with run_faucet(cfg) as faucet, concurrent.futures.ThreadPoolExecutor(6) as pool:
@@ -197,7 +198,7 @@ def test_a_submission_that_never_reached_the_node_is_sent_again_with_the_same_by
 ) -> None:
     db_url = f"sqlite:///{tmp_path / 'faucet.db'}"
     dest = fresh("never-reached")
-    with lossy_proxy(funded_faucet.ws_url, mode="before", limit=1) as proxy:
+    with lossy_proxy(funded_faucet.ws, mode="before", limit=1) as proxy:
         cfg = faucet_config(tmp_path, funded_faucet, database_url=db_url, rpc_url=proxy.url)
         before = next_nonce(funded_faucet)
         with run_faucet(cfg) as faucet:
@@ -220,7 +221,7 @@ def test_a_drip_nobody_can_settle_expires_counts_and_is_no_longer_followed(
 ) -> None:
     db_url = f"sqlite:///{tmp_path / 'faucet.db'}"
     dest, later = fresh("expires"), fresh("after-expiry")
-    with lossy_proxy(funded_faucet.ws_url, mode="before") as proxy:
+    with lossy_proxy(funded_faucet.ws, mode="before") as proxy:
         cfg = faucet_config(tmp_path, funded_faucet, database_url=db_url, rpc_url=proxy.url,
                             inclusion_timeout_s=2, finality_timeout_s=2, ticket_ttl_s=20)
         with run_faucet(cfg) as faucet:
@@ -257,7 +258,7 @@ def test_a_row_left_by_a_dead_request_is_pruned_and_frees_its_key(
         with engine.begin() as conn:
             salt = bytes.fromhex(conn.execute(text(
                 "SELECT value FROM faucet_shared WHERE name = 'salt'")).scalar_one())
-            genesis = RpcClient(funded_faucet.http_url).genesis_hash()
+            genesis = RpcClient(funded_faucet.http).genesis_hash()
             recipient_hash = salted_hash(
                 salt, "recipient:" + Keypair(ss58_address=dest).public_key.hex())
             # What a request that died between its row and its signature leaves behind.
@@ -277,14 +278,13 @@ def test_a_row_left_by_a_dead_request_is_pruned_and_frees_its_key(
 
 
 def test_a_hung_node_turns_ready_red_then_green_and_loses_nothing(tmp_path: Path) -> None:
-    chain = ChainNode(tmp_path / "chain" / "base", "dev")
+    chain = DevNode(tmp_path / "chain" / "base", "dev")
     chain.start()
     try:
-        node = DevNode(chain.ws, chain.http, chain.log_path)
         chain.wait_for(lambda: chain.best() >= 1, timeout=90, what="the first block")
-        fund(node, {FAUCET_KEY.ss58_address: 10**16})
+        fund(chain, {FAUCET_KEY.ss58_address: 10**16})
         db_url = f"sqlite:///{tmp_path / 'faucet.db'}"
-        cfg = faucet_config(tmp_path, node, database_url=db_url, rpc_timeout_s=2)
+        cfg = faucet_config(tmp_path, chain, database_url=db_url, rpc_timeout_s=2)
         in_flight, hung, after = fresh("hang-in-flight"), fresh("hang-during"), fresh("hang-after")
         with run_faucet(cfg) as faucet, concurrent.futures.ThreadPoolExecutor(1) as pool:
             assert httpx.get(faucet.url + "/ready", timeout=30).status_code == 200
@@ -306,7 +306,7 @@ def test_a_hung_node_turns_ready_red_then_green_and_loses_nothing(tmp_path: Path
             answer = pending.result(timeout=120)
             replay = faucet.post({"recipient": in_flight}, headers={"Idempotency-Key": "hang-1"})
             later = faucet.post({"recipient": after})
-        reader = node.reader()
+        reader = chain.reader()
         balances = [free_balance(reader, a) for a in (in_flight, hung, after)]
     finally:
         with contextlib.suppress(ProcessLookupError, AttributeError):

@@ -57,6 +57,7 @@ def test_an_expired_lease_is_taken_over(db: Database) -> None:
     assert first._take() is not None
 
 
+@pytest.mark.process
 def test_the_lease_of_a_dead_process_on_this_host_is_taken_over(db: Database) -> None:
     lease(db).acquire()
     live = subprocess.Popen(["sleep", "60"])

@@ -27,7 +27,7 @@ from tests.services.faucet.conftest import (
     fresh,
     run_faucet,
 )
-from tests.wallet.devnode_fixture import DevNode, free_balance, fund, run_devnode
+from tests.support.devnode import DevNode, free_balance, fund, run_devnode
 
 
 def test_a_spoofed_forwarded_for_from_an_untrusted_peer_changes_nothing(
@@ -122,12 +122,12 @@ def test_a_new_genesis_starts_the_limits_afresh_and_keeps_the_old_records(
     with run_faucet(faucet_config(tmp_path / "a", funded_faucet, database_url=db_url)) as f:
         assert f.post({"recipient": dest}).status_code == 200
         assert f.post({"recipient": dest}).status_code == 429
-    old_genesis = RpcClient(funded_faucet.http_url).genesis_hash()
+    old_genesis = RpcClient(funded_faucet.http).genesis_hash()
     # Another network (the built-in "local" chain: another genesis), as after a reset.
     with run_devnode(tmp_path_factory.mktemp("other-net"), ["--chain", "local", "--alice",
                                                             "--tmp", "--validator"]) as other:
         fund(other, {FAUCET_KEY.ss58_address: 10**18})
-        new_genesis = RpcClient(other.http_url).genesis_hash()
+        new_genesis = RpcClient(other.http).genesis_hash()
         assert new_genesis != old_genesis
         with run_faucet(faucet_config(tmp_path / "b", other, database_url=db_url)) as f:
             answer = f.post({"recipient": dest})
@@ -145,7 +145,7 @@ def test_a_faucet_started_for_another_genesis_is_not_ready(
 ) -> None:
     expected = "0x" + "ab" * 32
     cfg = faucet_config(tmp_path, funded_faucet, genesis_hash=expected)
-    actual = RpcClient(funded_faucet.http_url).genesis_hash()
+    actual = RpcClient(funded_faucet.http).genesis_hash()
     with run_faucet(cfg) as faucet:
         answer = httpx.get(faucet.url + "/ready")
         drip = faucet.post({"recipient": fresh("wrong-genesis")})

@@ -17,7 +17,7 @@ from substrateinterface import Keypair
 from tests.conftest import ROOT
 from tests.services.faucet.conftest import DRIP, faucet_config, fresh, run_faucet
 from tests.services.postgres import PostgresServer
-from tests.wallet.devnode_fixture import DevNode, free_balance, fund
+from tests.support.devnode import DevNode, free_balance, fund
 
 SECOND_SEED = "//FaucetUnderTest/second"
 

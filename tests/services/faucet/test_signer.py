@@ -13,7 +13,9 @@ from substrateinterface import Keypair
 from ops_tools.chain.rpc import RpcClient
 from ops_tools.chainspec.hashing import blake2_256
 from ops_tools.services.faucet.signer import Signer, SignerError
-from tests.wallet.devnode_fixture import DevNode, free_balance, fund, run_devnode
+from tests.support.devnode import DevNode, free_balance, fund, run_devnode
+
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
 
 AMOUNT = 10_000_000_000_000  # 10 tokens
 
@@ -33,7 +35,7 @@ def faucet_key(node: DevNode) -> Keypair:
 
 @pytest.fixture
 def signer(node: DevNode, faucet_key: Keypair) -> Iterator[Signer]:
-    s = Signer(node.http_url, faucet_key, poll_interval_s=0.1)
+    s = Signer(node.http, faucet_key, poll_interval_s=0.1)
     try:
         yield s
     finally:
@@ -49,7 +51,7 @@ def test_transfer_moves_the_amount_and_the_block_holds_it(node: DevNode, signer:
     ticket = signer.transfer(dest, AMOUNT)
     assert ticket.wait_included(60), ticket.failure
     assert free_balance(node.reader(), dest) == AMOUNT
-    block = RpcClient(node.http_url).call("chain_getBlock", [ticket.block_hash])
+    block = RpcClient(node.http).call("chain_getBlock", [ticket.block_hash])
     hashes = ["0x" + blake2_256(bytes.fromhex(x[2:])).hex() for x in block["block"]["extrinsics"]]
     assert ticket.extrinsic_hash in hashes
     assert int(block["block"]["header"]["number"], 16) == ticket.block_number
@@ -58,13 +60,13 @@ def test_transfer_moves_the_amount_and_the_block_holds_it(node: DevNode, signer:
 
 def test_concurrent_transfers_get_consecutive_nonces(node: DevNode, signer: Signer) -> None:
     dests = [fresh(f"many/{i}") for i in range(20)]
-    start = RpcClient(node.http_url).call("system_accountNextIndex", [signer.address])
+    start = RpcClient(node.http).call("system_accountNextIndex", [signer.address])
     with concurrent.futures.ThreadPoolExecutor(max_workers=20) as pool:
         tickets = list(pool.map(lambda d: signer.transfer(d, AMOUNT), dests))
     assert all(t.wait_included(60) for t in tickets), [t.failure for t in tickets]
     reader = node.reader()
     assert [free_balance(reader, d) for d in dests] == [AMOUNT] * 20
-    end = RpcClient(node.http_url).call("system_accountNextIndex", [signer.address])
+    end = RpcClient(node.http).call("system_accountNextIndex", [signer.address])
     assert end == start + 20
 
 
@@ -101,7 +103,7 @@ def test_dispatch_failure_resolves_the_ticket_as_failed(node: DevNode, signer: S
 
 
 def test_pool_refusal_raises_and_leaves_the_nonce_to_the_chain(node: DevNode) -> None:
-    broke = Signer(node.http_url, Keypair.create_from_uri("//signer-test/broke", ss58_format=42))
+    broke = Signer(node.http, Keypair.create_from_uri("//signer-test/broke", ss58_format=42))
     try:
         with pytest.raises(SignerError) as info:
             broke.transfer(fresh("from-broke"), AMOUNT)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests.services.faucet.conftest import DRIP, Running, faucet_config, run_faucet
+from tests.support.devnode import DevNode, free_balance
 from tests.wallet.conftest import Wallet, assert_clean_failure
-from tests.wallet.devnode_fixture import DevNode, free_balance
 
 
 @pytest.fixture(scope="module")

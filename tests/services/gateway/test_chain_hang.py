@@ -17,7 +17,7 @@ from tests.services.tcp_proxy import TcpProxy
 
 from .harness import start_chain, start_gateway, wait_for
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.process, pytest.mark.timeout(300)]
 
 
 def _check(gw, name: str) -> dict:

@@ -20,7 +20,7 @@ from tests.conftest import free_port
 
 from .harness import Proc, secret_file, wait_for
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.process, pytest.mark.timeout(600)]
 
 ROOT = Path(__file__).resolve().parents[3]
 SERVICES = ROOT / "ops_tools" / "services"

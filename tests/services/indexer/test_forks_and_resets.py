@@ -15,12 +15,15 @@ import os
 import signal
 import time
 
+import pytest
 import websockets
 from substrateinterface import Keypair
 
 from tests.services.indexer.chain_ops import TOKEN, fresh_account, submit
 from tests.services.indexer.harness import Indexer
 from tests.support.devnode import DevNode, plain_spec, raw_spec
+
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
 
 ALICE = Keypair.create_from_uri("//Alice", ss58_format=42)
 BLOCKS_Q = """query($after: String) { blocks(first: 100, after: $after) {
