@@ -12,10 +12,14 @@ from ops_tools.errors import OpsError
 from ops_tools.operator.context import DEFAULT_SERVICE_USER, ROOT, Options
 
 
-def closed_parent(path: Path) -> Path | None:
+def closed_parent(path: Path, handed: Path | None = None) -> Path | None:
     """The first existing parent of ``path`` that other users cannot pass through (no o+x),
-    e.g. root's home (0700); None when every one lets them."""
+    e.g. root's home (0700); None when every one lets them. ``handed`` and what is below it
+    do not count: the unit chowns that directory to the worker's user before each start."""
+    own = handed.resolve() if handed is not None else None
     for parent in reversed(path.resolve().parents):
+        if own is not None and parent.is_relative_to(own):
+            continue
         try:
             mode = parent.stat().st_mode
         except FileNotFoundError:
@@ -44,7 +48,7 @@ def prepare(opts: Options, emit) -> None:  # noqa: ANN001 - the context's emit
             raise OpsError(f"daemon: useradd {user} failed ({done.stderr.strip()[:200]}); run"
                            " onboard as root, or create the user first") from None
     for flag, path in (("--state-dir", opts.state_dir), ("--keystore", opts.keystore_dir)):
-        closed = closed_parent(path)
+        closed = closed_parent(path, handed=opts.state_dir)
         if closed is not None:
             raise OpsError(
                 f"daemon: {flag} {path}: the worker's user {user} cannot reach it ({closed} is"

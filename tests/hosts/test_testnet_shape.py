@@ -109,6 +109,7 @@ SERVICE_VAULTS = {
                "vault_faucet_salt": "testnet-shape-faucet-salt-8c1e4a7f"},
     "attestation": {"vault_attestation_mock_root_seed": "testnet-shape-seed-5d0c7a93e1f2",
                     "vault_attestation_salt": "testnet-shape-attestation-salt-2b9d"},
+    "monitoring": {"vault_monitoring_webhook_url": ""},
     "gateways": {"vault_gateway_worker_secret": "testnet-shape-worker-secret-4b8e1f0c2d7a9e6b3c5f",
                  "vault_gateway_settlement_seed": "//Ferdie"},
 }

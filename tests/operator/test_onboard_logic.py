@@ -225,6 +225,12 @@ def test_a_directory_the_worker_user_cannot_reach_is_refused_before_anything_is_
     assert not (closed / "state").exists()
     service_user.prepare(options(tmp_path, service_user="nobody", state_dir=open_dir / "state",
                                  keystore_dir=open_dir / "ks"), lambda _m: None)
+    # The playbook's layout: a private (0700) state directory holding the keystore; the unit
+    # hands the state directory to the worker's user, so only the parents above it count.
+    private = open_dir / "private-state"
+    private.mkdir(mode=0o700)
+    service_user.prepare(options(tmp_path, service_user="nobody", state_dir=private,
+                                 keystore_dir=private / "keystore"), lambda _m: None)
     with pytest.raises(OpsError, match="--service-user no-such-user-x: no such user"):
         service_user.prepare(options(tmp_path, service_user="no-such-user-x"), lambda _m: None)
 
