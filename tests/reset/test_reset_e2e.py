@@ -453,7 +453,7 @@ def test_killed_in_the_start_phase_then_resume_completes_and_a_second_cycle_is_r
     report = json.loads(resumed.stdout)
     assert report["resumed"]["cycle_id"] == killed["cycle_id"]
     assert report["resumed"]["decision"] == "reset"
-    redone = {p["name"]: p for p in report["resumed"]["phases"][len(killed["phases"]):]}
+    redone = {p["name"]: p for p in report["resumed"]["phases"][len(killed["steps"]):]}
     assert redone["reset-authorities"]["detail"].startswith(
         f"done again (authority-1: spec {spec} is not the pushed one"), redone
     assert redone["stop-nodes"]["status"] == "checked"
