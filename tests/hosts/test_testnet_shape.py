@@ -253,6 +253,7 @@ def write_testnet_inventory(base: Path, fleet: Fleet, overrides: dict[str, Any])
               else {})
     point(groups["edge"]["hosts"], {})
     point(groups["docs"]["hosts"], {})
+    point(groups["monitoring"]["hosts"], {})
     (inv / "hosts.yml").write_text(yaml.safe_dump(shape, sort_keys=False))
     return inv
 
