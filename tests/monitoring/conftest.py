@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-RENDER = Path(__file__).parent / "render.yml"
+RENDER = ROOT / "playbooks" / "monitoring_render.yml"
 
 
 def render(inventory: Path, out: Path, *extra: str) -> Path:
