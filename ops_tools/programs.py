@@ -1,11 +1,13 @@
 """A long-running program as its deployed manifest names it: started, stopped, restarted and
 asked for its status through its service manager (supervisor or systemd).
 
-The manifests of the nodes and the platform services (``service: {manager, name,
-supervisor_conf}``), a staged service's pending start, and the worker that onboarding installs
-all name their program this way; the reset cycle and onboarding act on programs through this
-one module. Commands come as an argv (to run here) or as a shell line (to run on a host over
-its connection); every shell line is idempotent, so that a resumed run may repeat it.
+The manifests of the nodes (``service: {manager, name, supervisor_conf}``), those that the
+service role's converge module writes for every program it runs (``program: {manager, name,
+supervisor_conf, commands: {start, stop, restart, status}}``: the platform services, the docs
+site, monitoring, the worker), a staged service's pending start, and the worker that onboarding
+installs all name their program this way; the reset cycle and onboarding act on programs
+through this one module. Commands come as an argv (to run here) or as a shell line (to run on a
+host over its connection); every shell line is idempotent, so that a resumed run may repeat it.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ class Program:
     manager: str  # supervisor | systemd
     name: str  # the supervisor program, or the systemd unit without ".service"
     supervisor_conf: str = ""  # the supervisord.conf whose supervisord runs it
+    # The commands the deployed manifest records, (action, argv) each: those are run as given.
+    commands: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def __post_init__(self) -> None:
         if self.manager not in MANAGERS:
@@ -41,11 +45,31 @@ class Program:
     def of(cls, service: Mapping[str, Any]) -> Program:
         """The program a manifest's ``service`` record (or a pending start) names."""
         try:
+            recorded = service.get("commands") or {}
+            if not isinstance(recorded, Mapping) or not all(
+                    isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv)
+                    for argv in recorded.values()):
+                raise TypeError
+            commands = tuple(sorted((str(action), tuple(argv))
+                                    for action, argv in recorded.items()))
             return cls(str(service["manager"]), str(service["name"]),
-                       str(service.get("supervisor_conf") or ""))
-        except (KeyError, TypeError):
-            raise InputError(f"a deployed manifest's service record {dict(service)!r} lacks its"
-                             " manager or name; re-converge the host with its role") from None
+                       str(service.get("supervisor_conf") or ""), commands)
+        except (KeyError, TypeError, AttributeError):
+            raise InputError(f"a deployed manifest's program record {dict(service)!r} lacks its"
+                             " manager or name, or a command is not a list of words;"
+                             " re-converge the host with its role") from None
+
+    @classmethod
+    def from_manifest(cls, manifest: Mapping[str, Any], where: str = "manifest") -> Program:
+        """The program a deployed manifest records: ``program`` (the converge module's) or
+        the node role's ``service`` record."""
+        record = manifest.get("program")
+        if not isinstance(record, Mapping):
+            record = manifest.get("service")
+        if not isinstance(record, Mapping):
+            raise InputError(f"{where}: records no program (neither 'program' nor a 'service'"
+                             " mapping); re-converge the host with its role")
+        return cls.of(record)
 
     @property
     def supervisor(self) -> bool:
@@ -56,22 +80,32 @@ class Program:
         return f"{self.name}.service"
 
     def argv(self, action: str, *, local: bool = False) -> list[str]:
-        """``supervisorctl -c CONF action NAME`` or ``systemctl action NAME.service``; with
-        ``local``, supervisorctl is the one beside this Python when there is one."""
-        if self.supervisor:
-            ctl = "supervisorctl"
-            if local:
-                beside = Path(sys.executable).with_name(ctl)
-                ctl = str(beside) if beside.exists() else (shutil.which(ctl) or ctl)
-            return [ctl, "-c", self.supervisor_conf, action, self.name]
-        return ["systemctl", action, self.unit]
+        """The command the manifest records for ``action``, else ``supervisorctl -c CONF
+        action NAME`` or ``systemctl action NAME.service``; with ``local``, supervisorctl is
+        the one beside this Python when there is one."""
+        recorded = dict(self.commands).get(action)
+        if recorded is None:
+            recorded = (["supervisorctl", "-c", self.supervisor_conf, action, self.name]
+                        if self.supervisor else ["systemctl", action, self.unit])
+        argv = list(recorded)
+        if local and argv[0] == "supervisorctl":
+            beside = Path(sys.executable).with_name(argv[0])
+            argv[0] = str(beside) if beside.exists() else (shutil.which(argv[0]) or argv[0])
+        return argv
+
+    def status_argv(self, *, local: bool = False) -> list[str]:
+        """The command whose output ``running`` reads: the recorded ``status``, else
+        supervisorctl status or systemctl is-active."""
+        if "status" in dict(self.commands) or self.supervisor:
+            return self.argv("status", local=local)
+        return self.argv("is-active", local=local)
 
     def _sh(self, action: str) -> str:
         return shlex.join(self.argv(action))
 
     def _is_running(self) -> str:
         # supervisorctl status exits 0 only for a RUNNING program; systemctl is-active likewise
-        return f"{self._sh('status' if self.supervisor else 'is-active')} >/dev/null 2>&1"
+        return f"{shlex.join(self.status_argv())} >/dev/null 2>&1"
 
     def stop(self) -> str:
         """Stop it; a stopped program stays stopped (supervisorctl answers a stop of a stopped
@@ -110,7 +144,6 @@ class Program:
         return f"systemctl daemon-reload && {restart}" if reload else restart
 
     def running(self, status_stdout: str) -> bool:
-        """Whether the output of ``argv("status")`` (supervisor) or ``argv("is-active")``
-        (systemd) says it runs."""
+        """Whether the output of ``status_argv()`` says it runs."""
         words = status_stdout.split()
         return "RUNNING" in words if self.supervisor else words == ["active"]

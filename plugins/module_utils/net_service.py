@@ -145,6 +145,24 @@ def service_state(manager: str, name: str, supervisor_conf: str = "") -> tuple[s
     return state, state == "active"
 
 
+def program_record(manager: str, name: str, supervisor_conf: str, unit_path: str) -> dict:
+    """How the program is started, stopped, restarted and asked for its status (argv each),
+    as ops_tools/programs.py reads it from the manifest. "status" is the command whose output
+    says whether it runs: supervisorctl status (RUNNING) or systemctl is-active (active)."""
+    if manager == "supervisor":
+        ctl = ["supervisorctl", "-c", supervisor_conf]
+        commands = {a: [*ctl, a, name] for a in ("start", "stop", "restart", "status")}
+        where = {"supervisor_conf": supervisor_conf}
+    else:
+        unit = f"{name}.service"
+        commands = {a: ["systemctl", a, unit] for a in ("start", "stop", "restart")}
+        commands["status"] = ["systemctl", "is-active", unit]
+        where = {}
+    if unit_path:
+        where["unit_path"] = unit_path
+    return {"manager": manager, "name": name, **where, "commands": commands}
+
+
 def main_pid(manager: str, name: str, supervisor_conf: str = "") -> int | None:
     """The running service's main process id, if it runs."""
     if manager == "supervisor":

@@ -14,6 +14,11 @@ from ansible.module_utils.basic import AnsibleModule
 DOCUMENTATION = r"""
 module: net_directories
 short_description: Ensure a list of directories exists with the given modes, owner and group
+author: NET ops suite
+description:
+  - >-
+    Creates each missing directory and sets its mode, and owner and group where it is owned;
+    reports which ones changed. Check mode touches nothing.
 options:
   directories:
     description: >-

@@ -20,8 +20,10 @@ from ansible.module_utils.basic import AnsibleModule
 DOCUMENTATION = r"""
 module: net_docs_release
 short_description: Read the release a docs site serves, from the docs host itself
+author: NET ops suite
 description:
-  - GET I(url) (the site's readiness document) from the address in the URL, naming
+  - >-
+    GET I(url) (the site's readiness document) from the address in the URL, naming
     I(server_name) in TLS (SNI) and in Host. The certificate is not verified (it is the public
     name's; this asks the content). Never changes anything; never fails on an answer: I(status)
     is -1 when nothing answered.

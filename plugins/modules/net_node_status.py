@@ -11,6 +11,7 @@ from ansible_collections.net.ops.plugins.module_utils.net_rpc import RpcError, b
 DOCUMENTATION = r"""
 module: net_node_status
 short_description: Read genesis, best and finalized heads, health and version of a node
+author: NET ops suite
 description:
   - Calls chain_getBlockHash [0], chain_getHeader, chain_getFinalizedHead (and the finalized
     header), system_health and system_version. A node that is down is not a failure; the

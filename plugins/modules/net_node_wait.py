@@ -16,31 +16,41 @@ from ansible_collections.net.ops.plugins.module_utils.net_service import (
 DOCUMENTATION = r"""
 module: net_node_wait
 short_description: Wait until a Substrate node serves the expected genesis and imports blocks
+author: NET ops suite
 description:
-  - Polls the node's JSON-RPC on the host itself. Fails with a message naming what was expected
+  - >-
+    Polls the node's JSON-RPC on the host itself. Fails with a message naming what was expected
     and what was seen: no answer within I(timeout), a different genesis hash, or a best block
     that did not advance within I(block_timeout).
 options:
   url: {description: JSON-RPC HTTP endpoint, type: str, required: true}
-  genesis_hash: {description: expected chain_getBlockHash [0], type: str, required: true}
+  genesis_hash: {description: "expected chain_getBlockHash [0]", type: str, required: true}
   timeout: {description: seconds to wait for the first answer, type: int, default: 60}
   require_advance: {description: wait for the best block to advance, type: bool, default: true}
   block_timeout: {description: seconds to wait for a new best block, type: int, default: 30}
-  log_hint: {description: where the node's log is, quoted in failure messages, type: str}
+  log_hint:
+    description: where the node's log is, quoted in failure messages
+    type: str
+    default: ""
   peer_id:
     description:
-      - The node's own peer id (from its node key). When given, the answering node must be this
+      - >-
+        The node's own peer id (from its node key). When given, the answering node must be this
         one (system_localPeerId): another process on the port, such as a second network on the
         same ports, would otherwise pass for it.
     type: str
+    default: ""
   service_manager:
     description:
       - When given, the node's service must still be running once the node is ready (a node whose
         process died at start, its port taken, fails here while something else answers there).
     type: str
     choices: [supervisor, systemd]
-  service_name: {description: program or unit name (without .service), type: str}
-  supervisor_conf: {description: supervisord.conf of the project's supervisord, type: path}
+  service_name: {description: program or unit name (without .service), type: str, default: ""}
+  supervisor_conf:
+    description: supervisord.conf of the project's supervisord
+    type: path
+    default: ""
 """
 
 RETURN = r"""

@@ -16,6 +16,7 @@ import urllib.request
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.net.ops.plugins.module_utils.net_service import (
     ServiceStateError,
+    program_record,
     service_state,
     supervisor_apply,
     supervisor_restart,
@@ -23,19 +24,28 @@ from ansible_collections.net.ops.plugins.module_utils.net_service import (
 
 DOCUMENTATION = r"""
 module: net_service_converge
-short_description: Files, restart decision and readiness of one NET service
+short_description: Files, restart decision and readiness of one NET program
+author: NET ops suite
 description:
-  - Writes the service's files (configuration, supervisor program or systemd unit) when their
+  - >-
+    Writes the program's files (configuration, supervisor program or systemd unit) when their
     content or mode differ, atomically.
-  - Decides a restart from state, not from the run - the digest of what should run (every file,
-    and the secret files' contents) against the manifest written after the last successful
-    start, and the service manager's own state; so a run interrupted between a change and its
-    restart still restarts on the next run.
-  - After a (re)start waits until the service's readiness URL answers 200, and only then writes
-    the manifest; a service that never gets ready fails the task with its last answer.
-  - With defer_restart, the files are written but nothing restarts: the record of what would
+  - >-
+    Decides a restart from state, not from the run - the digest of what should run (every file,
+    and the secret files' contents) against the manifest written
+    after the last successful start, and the service manager's own state; so a run interrupted
+    between a change and its restart still restarts on the next run.
+  - >-
+    After a (re)start waits until the readiness URL answers 200, and only then writes the
+    manifest; a program that never gets ready fails the task with its last answer.
+  - >-
+    The manifest records the program (C(program) - manager, name, supervisor_conf and the
+    commands that start, stop, restart it and ask its status), which ops-tools reads
+    (ops_tools/programs.py) instead of knowing each role's service manager.
+  - >-
+    With defer_restart, the files are written but nothing restarts - the record of what would
     run is left beside the manifest (C(.pending)) and returned as pending_start, for a reset
-    cycle that restarts the service itself at the right moment (then promotes it).
+    cycle that restarts the program itself at the right moment (then promotes it).
   - Check mode reports what would change or restart and touches nothing.
 options:
   name:
@@ -43,7 +53,10 @@ options:
     type: str
     required: true
   manager: {description: service manager, type: str, choices: [supervisor, systemd], required: true}
-  supervisor_conf: {description: supervisord.conf of the project's supervisord, type: path}
+  supervisor_conf:
+    description: supervisord.conf of the project's supervisord (required with supervisor)
+    type: path
+    default: ""
   owner:
     description: >-
       Owner of the directories, the secrets and the files marked owned; when an existing
@@ -56,7 +69,10 @@ options:
     elements: dict
     default: []
   files:
-    description: Files to keep, each path, content, mode, and owned (owner and group apply).
+    description: >-
+      Files to keep, each path, content, mode, owned (owner and group apply) and validate (a
+      command with %s for the new file, such as C(nginx -t -c %s), run before it replaces the
+      old one; a file that does not pass leaves the old one and what runs untouched).
     type: list
     elements: dict
     default: []
@@ -71,14 +87,15 @@ options:
       The file among files that is the systemd unit (daemon-reload when it changes) or the
       supervisor program (reread when it changes)
     type: path
+    default: ""
   manifest:
     description: Where the deployed manifest is written after a successful start
     type: path
     required: true
   manifest_extra: {description: More keys for the manifest (public URL), type: dict, default: {}}
-  ready_url: {description: URL that answers 200 when the service is ready, type: str}
+  ready_url: {description: URL that answers 200 when the program is ready, type: str, default: ""}
   ready_timeout: {description: Seconds to wait for ready_url, type: int, default: 60}
-  log_hint: {description: Where to look when the service does not get ready, type: str, default: ""}
+  log_hint: {description: Where to look when the program does not get ready, type: str, default: ""}
   defer_restart:
     description: Write the files but leave the restart to the caller
     type: bool
@@ -93,6 +110,13 @@ changed_files:
 restarted: {description: the service was (or would be) restarted, type: bool, returned: always}
 reason: {description: why it was restarted, type: str, returned: always}
 digest: {description: sha256 of what should run, type: str, returned: always}
+state: {description: the service manager's state of the program, type: str, returned: always}
+program:
+  description: >-
+    The program record the manifest carries (manager, name, supervisor_conf, unit_path,
+    commands - start, stop, restart, status - each an argv)
+  type: dict
+  returned: always
 pending_start:
   description: >-
     With defer_restart, what the caller restarts (name, manager, supervisor_conf, manifest,
@@ -117,7 +141,7 @@ def _differs(path: str, content: bytes, mode: int) -> bool:
 
 
 def _write(module: AnsibleModule, spec: dict, content: bytes, mode: int,
-           owner: str | None = None, group: str | None = None) -> None:
+           owner: str | None = None, group: str | None = None, validate: str = "") -> None:
     path = spec["path"]
     directory = os.path.dirname(path)
     os.makedirs(directory, exist_ok=True)
@@ -131,6 +155,11 @@ def _write(module: AnsibleModule, spec: dict, content: bytes, mode: int,
         if owner or group:
             module.set_owner_if_different(tmp, owner, False)
             module.set_group_if_different(tmp, group, False)
+        if validate:
+            rc, out, err = module.run_command(validate.replace("%s", tmp))
+            if rc != 0:
+                module.fail_json(msg=f"{path}: the new content does not pass {validate!r}"
+                                     f" ({(err or out).strip()[-2000:]}); nothing was replaced")
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -233,18 +262,18 @@ def main() -> None:
         dirs.append((p["secrets_dir"], 0o700))
     changed_dirs = [path for path, mode in dirs if _ensure_dir(module, path, mode, owner, group)]
     wanted = [(f["path"], str(f["content"]).encode(), int(str(f.get("mode", "0644")), 8),
-               bool(f.get("owned"))) for f in p["files"]]
-    wanted += [(os.path.join(p["secrets_dir"], s["name"]), s["content"].encode(), 0o600, True)
-               for s in p["secrets"]]
+               bool(f.get("owned")), str(f.get("validate") or "")) for f in p["files"]]
+    wanted += [(os.path.join(p["secrets_dir"], s["name"]), s["content"].encode(), 0o600, True,
+                "") for s in p["secrets"]]
     digest = hashlib.sha256()
     changed_files = []
-    for path, content, mode, owned in sorted(wanted):
+    for path, content, mode, owned, validate in sorted(wanted):
         digest.update(f"{path}\0{_sha(content)}\0{mode:o}\n".encode())
         if _differs(path, content, mode):
             changed_files.append(path)
             if not module.check_mode:
                 _write(module, {"path": path}, content, mode,
-                       owner if owned else None, group if owned else None)
+                       owner if owned else None, group if owned else None, validate)
     want = digest.hexdigest()
 
     manifest = _read_manifest(p["manifest"])
@@ -259,10 +288,17 @@ def main() -> None:
     else:
         reason = ""
     result = {"changed_files": changed_dirs + changed_files, "restarted": bool(reason),
-              "reason": reason, "digest": want, "state": state}
+              "reason": reason, "digest": want, "state": state,
+              "program": program_record(p["manager"], p["name"], p["supervisor_conf"],
+                                        p["unit_path"])}
+    record = {**p["manifest_extra"], "name": p["name"], "digest": want,
+              "program": result["program"]}
+    # What the manifest says about the running program (a manifest of an older role that did
+    # not record the program, another public URL) is brought up to date without a restart.
+    stale = {k: v for k, v in manifest.items() if k != "started_at"} != record
     if module.check_mode:
-        module.exit_json(changed=bool(changed_dirs or changed_files or reason), **result)
-    record = {**p["manifest_extra"], "name": p["name"], "digest": want}
+        module.exit_json(changed=bool(changed_dirs or changed_files or reason
+                                      or (stale and not p["defer_restart"])), **result)
     pending = p["manifest"] + ".pending"
     if p["defer_restart"]:
         # The service goes on serving the network it was started for; no readiness wait.
@@ -281,7 +317,12 @@ def main() -> None:
             if not ok:
                 module.fail_json(msg=f"{p['name']} runs but is not ready at {p['ready_url']}:"
                                      f" {last}; {p['log_hint']}", **result)
-        module.exit_json(changed=bool(changed_dirs or changed_files), **result)
+        if stale:
+            _write(module, {"path": p["manifest"]}, (json.dumps(
+                {**record, "started_at": manifest.get("started_at")}, indent=2, sort_keys=True)
+                + "\n").encode(), 0o644)
+            result["changed_files"].append(p["manifest"])
+        module.exit_json(changed=bool(result["changed_files"]), **result)
 
     try:
         if p["manager"] == "supervisor":

@@ -15,6 +15,7 @@ from ansible_collections.net.ops.plugins.module_utils.net_service import (
 DOCUMENTATION = r"""
 module: net_service_state
 short_description: Whether a node's service is running
+author: NET ops suite
 description:
   - Asks the project's supervisord over its unix socket (XML-RPC getProcessInfo), or
     C(systemctl is-active). Never changes anything; a program supervisord does not know yet is
@@ -22,7 +23,10 @@ description:
 options:
   manager: {description: service manager, type: str, choices: [supervisor, systemd], required: true}
   name: {description: program (supervisor) or unit name without .service, type: str, required: true}
-  supervisor_conf: {description: supervisord.conf of the project's supervisord, type: path}
+  supervisor_conf:
+    description: supervisord.conf of the project's supervisord
+    type: path
+    default: ""
   pending:
     description: A change that needs a restart is pending (the handlers marked it).
     type: bool

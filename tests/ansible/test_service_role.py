@@ -109,3 +109,35 @@ def test_deferred_restart_is_finished_by_the_cycles_command(state: Path) -> None
     assert not Path(pending["pending"]).exists()
     again = converge(state, port, 0.5)
     assert not again["restarted"] and again["changed_files"] == []
+
+
+def test_the_manifest_names_the_program_ops_tools_acts_on(state: Path) -> None:
+    """The manifest records how the program is started, stopped and asked for its status;
+    ops_tools/programs.py acts on it from that record alone. A manifest that does not record it
+    (an older role's) is brought up to date without a restart."""
+    from ops_tools.programs import Program
+
+    port = free_port()
+    manifest = state / "sample-0" / "service.json"
+    converge(state, port, 0.1)
+    record = json.loads(manifest.read_text())
+    program = Program.from_manifest(record)
+    assert record["program"]["commands"]["status"][-2:] == ["status", "net-sample"]
+    status = subprocess.run(program.status_argv(), capture_output=True, text=True, check=False)
+    assert program.running(status.stdout)
+    subprocess.run(["sh", "-c", program.stop()], check=True, capture_output=True)
+    status = subprocess.run(program.status_argv(), capture_output=True, text=True, check=False)
+    assert not program.running(status.stdout)
+    subprocess.run(["sh", "-c", program.start()], check=True, capture_output=True)
+    before = pid(state)
+
+    older = {k: v for k, v in record.items() if k != "program"}
+    manifest.write_text(json.dumps(older))
+    checked = converge(state, port, 0.1, "--check")
+    assert not checked["restarted"]
+    assert "program" not in json.loads(manifest.read_text())  # check mode wrote nothing
+    updated = converge(state, port, 0.1)
+    assert not updated["restarted"] and updated["changed_files"] == [str(manifest)]
+    assert pid(state) == before
+    assert json.loads(manifest.read_text()) == record
+    assert converge(state, port, 0.1)["changed_files"] == []

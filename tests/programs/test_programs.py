@@ -90,3 +90,27 @@ def test_manifest_records_are_checked():
         Program.of({"name": "x"})
     assert Program("systemd", "u").running("active\n")
     assert not Program("systemd", "u").running("inactive\n")
+
+
+def test_the_manifest_records_the_commands():
+    """A converge module's manifest names the program and its commands (the service role's
+    record, plugins/modules/net_service_converge.py); those are the ones run, and a node's
+    older ``service`` record still reads."""
+    commands = {"start": ["systemctl", "start", "net-docs.service"],
+                "stop": ["/usr/local/bin/stop-docs", "--graceful"],
+                "restart": ["systemctl", "restart", "net-docs.service"],
+                "status": ["systemctl", "is-active", "net-docs.service"]}
+    program = Program.from_manifest({"program": {"manager": "systemd", "name": "net-docs",
+                                                 "commands": commands}})
+    assert program.argv("stop") == ["/usr/local/bin/stop-docs", "--graceful"]
+    assert program.stop() == "/usr/local/bin/stop-docs --graceful"
+    assert program.status_argv() == commands["status"]
+    assert program.argv("enable") == ["systemctl", "enable", "net-docs.service"]  # not recorded
+    node = Program.from_manifest({"service": {"manager": "supervisor", "name": "net-node",
+                                              "supervisor_conf": "/s/supervisord.conf"}})
+    assert node.status_argv() == ["supervisorctl", "-c", "/s/supervisord.conf", "status",
+                                  "net-node"]
+    with pytest.raises(InputError, match="records no program"):
+        Program.from_manifest({"service": "docs"})
+    with pytest.raises(InputError, match="not a list of words"):
+        Program.of({"manager": "systemd", "name": "x", "commands": {"stop": "rm -rf /"}})

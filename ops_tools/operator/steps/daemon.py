@@ -163,7 +163,7 @@ def run(ctx: Context) -> Outcome:
 
 def _running(opts: Options) -> bool:
     program = _program(opts)
-    argv = program.argv("status" if program.supervisor else "is-active", local=True)
+    argv = program.status_argv(local=True)
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
     except OSError as exc:
