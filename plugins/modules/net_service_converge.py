@@ -252,10 +252,11 @@ def main() -> None:
             "defer_restart": {"type": "bool", "default": False},
         },
         required_if=[("manager", "supervisor", ["supervisor_conf"])],
-        required_by={"secrets": "secrets_dir"},
         supports_check_mode=True,
     )
     p = module.params
+    if p["secrets"] and not p["secrets_dir"]:
+        module.fail_json(msg="secrets: give secrets_dir, the directory the secret files go to")
     owner, group = p["owner"], p["group"]
     dirs = [(d["path"], int(str(d.get("mode", "0750")), 8)) for d in p["directories"]]
     if p["secrets"]:
