@@ -123,6 +123,13 @@ def onboard(
     keystore: Path | None = KeystoreOpt,
     state_dir: Path | None = StateOpt,
     timeout: float = typer.Option(180.0, "--timeout", help="Seconds each wait may take."),
+    worker_manifest: Path | None = typer.Option(
+        None, "--worker-manifest", help="The worker is deployed by roles/worker: its deployed"
+        " manifest (service.json) names the program; onboarding installs no worker of its own"
+        " and waits for that one (playbooks/operator_worker.yml)."),
+    until: str | None = typer.Option(
+        None, "--until", help="Stop after this step (the playbook deploys the worker after the"
+        " stake step, then runs the rest)."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before acting."),
     json_out: bool = JsonOpt,
 ) -> None:
@@ -172,8 +179,9 @@ def onboard(
         worker_port=worker_port,
         worker_public_url=worker_public_url,
         timeout_s=timeout,
+        worker_manifest=worker_manifest,
     )
-    if opts.run_as == ROOT:
+    if opts.run_as == ROOT and worker_manifest is None:
         err_console.print(f"warning: --service-user root: the worker, which talks to the"
                           f" network and holds the operator's key, will run as root; leave the"
                           f" option out to run it as {DEFAULT_SERVICE_USER}", markup=False,
@@ -181,7 +189,7 @@ def onboard(
     if not yes and not json_out and err_console.is_terminal:
         typer.confirm(f"Onboard operator {name!r} on {opts.rpc_url} (stake, faucet drip, a"
                       f" {service_manager} service)?", abort=True)
-    result = runner.onboard(opts, RichDisplay())
+    result = runner.onboard(opts, RichDisplay(), until=until)
     out = report.onboarding_report(result.journal, result.ran, result.skipped,
                                       result.redone)
     report.save(opts.state_dir / "report.json", out)

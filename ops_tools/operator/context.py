@@ -56,6 +56,9 @@ class Options:
     worker_public_url: str | None = None
     timeout_s: float = 180.0
     rpc_timeout_s: float = 60.0
+    # The worker is deployed by roles/worker (playbooks/operator_worker.yml): its deployed
+    # manifest names the program; the daemon step installs nothing and waits for it.
+    worker_manifest: Path | None = None
 
     @property
     def journal_path(self) -> Path:

@@ -51,9 +51,14 @@ class RunResult:
 
 
 def prepare(opts: Options) -> None:
+    """The state and secrets directories, private: no one else lists or writes them. Passing
+    through the state directory (o+x, 0711) is allowed there, as playbooks/operator_worker.yml
+    sets it: the worker's user reaches its own directory and the keystore below it."""
     for directory in (opts.state_dir, opts.secrets_dir):
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        directory.chmod(0o700)
+        passable = 0o011 if directory == opts.state_dir else 0
+        if directory.stat().st_mode & 0o077 & ~passable:
+            directory.chmod(0o700)
 
 
 def preflight(ctx: Context) -> None:
@@ -157,7 +162,12 @@ class _Titled:
 
 
 def onboard(opts: Options, display: Display,
-            on_context: Callable[[Context], None] | None = None) -> RunResult:
+            on_context: Callable[[Context], None] | None = None,
+            until: str | None = None) -> RunResult:
+    """Every step, or those up to ``until`` (the playbook deploys the worker after the stake
+    and then runs the rest)."""
+    if until is not None and until not in STEP_NAMES:
+        raise InputError(f"--until: {until!r} is not a step; use one of {', '.join(STEP_NAMES)}")
     prepare(opts)
     journal = Journal.open(opts.journal_path, opts.name)
     ctx = Context(opts, journal, emit=display.note)
@@ -168,8 +178,11 @@ def onboard(opts: Options, display: Display,
         preflight(ctx)
         for step in STEPS:
             settle(ctx, step, display, result)
-        ctx.journal.status = "completed"
-        _remember_history(ctx)
+            if until == step.NAME:
+                break
+        else:
+            ctx.journal.status = "completed"
+            _remember_history(ctx)
     finally:
         ctx.close()
     return result

@@ -778,11 +778,15 @@ def test_operator_worker_onboards_on_its_server(world, operator_inventory):
     unit = host.ssh("systemctl show net-worker-operator -p ActiveState -p NoNewPrivileges -p User")
     assert sorted(unit.stdout.split()) == ["ActiveState=active", "NoNewPrivileges=yes",
                                            "User=net-worker"], unit
-    # Its own unprivileged user: the process, and the secrets it reads.
+    # Its own unprivileged user: the process, and the secrets it reads (roles/worker's, beside
+    # its configuration; the onboarding's own stay root's).
     pid = host.ssh("systemctl show -p MainPID --value net-worker-operator").stdout.strip()
     owner = host.ssh(f"sudo stat -c %U {shlex.quote(f'/proc/{pid}')}"
+                     " /var/lib/net/operator/operator/worker/secrets/passphrase"
                      " /var/lib/net/operator/operator/secrets/passphrase").stdout.split()
-    assert owner == ["net-worker", "net-worker"], owner
+    assert owner == ["net-worker", "net-worker", "root"], owner
+    watchdog = host.ssh("systemctl show net-worker-operator -p Type -p WatchdogUSec").stdout
+    assert sorted(watchdog.split()) == ["Type=notify", "WatchdogUSec=2min"], watchdog
     again = _run(argv, world["env"])
     assert again.returncode == 0, _out(again)
     recap = {m["host"]: int(m["changed"]) for m in RECAP.finditer(again.stdout)}

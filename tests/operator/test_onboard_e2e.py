@@ -5,9 +5,11 @@ line that relies on the local network's defaults).
 
 On each: ``ops-tools operator onboard`` killed (SIGKILL) right after its attestation step, then
 resumed by ``playbooks/operator_worker.yml`` over SSH (this machine as the "remote" GPU server,
-through the suite's throwaway sshd), which runs the same command on the host; the worker joins
-the network's supervisord. Then a chat completion through the gateway answered by the new
-worker, the settlement, ``operator status``, and runs that repeat nothing.
+through the suite's throwaway sshd), which runs the same command on the host up to the stake,
+converges the worker with roles/worker (it joins the network's supervisord, its deployed
+manifest naming the program) and lets the onboarding finish on that worker. Then a chat
+completion through the gateway answered by the new worker, the settlement, ``operator status``,
+and runs that repeat nothing.
 """
 
 from __future__ import annotations
@@ -210,9 +212,8 @@ def onboarded(net, sshd):
 def test_killed_after_attestation_resumes_and_registers_once(onboarded, net):
     killed = [s["name"] for s in onboarded["killed_at"]["steps"] if s["status"] == "done"]
     assert killed[:4] == ["gpu", "wallet", "funding", "attestation"]
-    report = onboarded["report"]
-    assert report["skipped"] == killed  # what was done before the kill is not repeated
-    assert report["skipped"] + report["ran"] == STEPS
+    report = onboarded["report"]  # the playbook's last onboarding: after roles/worker
+    assert report["skipped"] == STEPS[:5] and report["ran"] == ["daemon", "heartbeat"]
     journal = json.loads(onboarded["journal_path"].read_text())
     assert [s["name"] for s in journal["steps"]] == STEPS
     assert all(s["status"] == "done" for s in journal["steps"])
@@ -232,14 +233,20 @@ def test_report_and_secrets(onboarded, net):
     assert report["gateway_view"]["live"] is True
     assert report["gpu"]["no_gpu"] is True
     state = net["tmp"] / f"state-{NAME}"
-    for secret in (state / "secrets" / "passphrase", state / "worker.yml",
+    for secret in (state / "secrets" / "passphrase", state / "worker" / "secrets" / "passphrase",
                    onboarded["journal_path"]):
         assert stat.S_IMODE(secret.stat().st_mode) == 0o600, secret
+    # roles/worker deployed the worker; onboarding installed none of its own.
+    assert not (state / "worker.yml").exists()
+    deployed = json.loads((state / "worker" / "service.json").read_text())
+    assert deployed["program"]["name"] == f"net-worker-{NAME}" == report["service"]["program"]
+    assert report["service"]["manager"] == deployed["program"]["manager"] == "supervisor"
+    log = state / "worker" / "worker.log"
     keystore = Path(net["env"]["NET_KEYSTORE"])
     assert {stat.S_IMODE(p.stat().st_mode) for p in keystore.iterdir()} == {0o600}
     mnemonic = (state / "secrets" / f"{NAME}.mnemonic").read_text().strip()
     texts = [onboarded["journal_path"].read_text(), onboarded["stderr"], onboarded["stdout"],
-             (state / "worker.log").read_text()]
+             log.read_text()]
     for text in texts:
         assert PASSPHRASE not in text and mnemonic not in text
 
@@ -283,7 +290,8 @@ def test_gateway_routes_to_the_worker_and_settlement_pays(onboarded, net):
 def test_runs_again_repeat_nothing(onboarded, net, sshd):
     replay, document = play(net, sshd)
     assert replay.returncode == 0, replay.stdout[-3000:]
-    assert document["recap"]["changed"] == 0 and document["recap"]["failed"] == 0
+    assert document["recap"]["changed"] == 0 and document["recap"]["failed"] == 0, \
+        replay.stdout[-6000:]
     assert document["report"]["ran"] == []
     again = run(onboard_args(net, NAME), net["env"])
     assert again.returncode == 0, again.stderr

@@ -264,3 +264,47 @@ def test_gpu_check_redoes_the_detection_when_the_gpus_are_gone(fake_path, tmp_pa
     assert "no NVIDIA GPU found" in gpu_step.check(ctx)
     ctx_no_gpu = Context(options(tmp_path, no_gpu=True), journal)
     assert "differ from the journal's" in gpu_step.check(ctx_no_gpu)
+
+
+def test_until_names_a_step(tmp_path):
+    from ops_tools.errors import InputError
+    from ops_tools.operator import runner
+
+    with pytest.raises(InputError, match="--until: 'deamon' is not a step"):
+        runner.onboard(options(tmp_path), display=None, until="deamon")  # type: ignore[arg-type]
+    assert not (tmp_path / "state").exists()  # refused before anything is written
+
+
+def test_a_worker_deployed_by_the_role_is_read_from_its_manifest(tmp_path):
+    """The daemon step acts on the program roles/worker's manifest names, and says what to do
+    when there is none."""
+    from ops_tools.operator.steps import daemon
+
+    manifest = tmp_path / "service.json"
+    with pytest.raises(OpsError, match="converge it with roles/worker first"):
+        daemon._deployed(manifest)
+    manifest.write_text("[]")
+    with pytest.raises(OpsError, match="not a mapping"):
+        daemon._deployed(manifest)
+    manifest.write_text(json.dumps({"program": {
+        "manager": "systemd", "name": "net-worker-op1",
+        "commands": {"status": ["systemctl", "is-active", "net-worker-op1.service"]}}}))
+    program = daemon._deployed(manifest)
+    assert (program.name, program.status_argv()) == (
+        "net-worker-op1", ["systemctl", "is-active", "net-worker-op1.service"])
+
+
+def test_the_state_directory_stays_private_and_passable(tmp_path):
+    from ops_tools.operator import runner
+
+    opts = options(tmp_path)
+    runner.prepare(opts)
+    assert stat.S_IMODE(opts.state_dir.stat().st_mode) == 0o700
+    opts.state_dir.chmod(0o711)  # as the playbook sets it: the worker's user passes through
+    opts.secrets_dir.chmod(0o711)
+    runner.prepare(opts)
+    assert stat.S_IMODE(opts.state_dir.stat().st_mode) == 0o711
+    assert stat.S_IMODE(opts.secrets_dir.stat().st_mode) == 0o700
+    opts.state_dir.chmod(0o755)  # listable by others: tightened
+    runner.prepare(opts)
+    assert stat.S_IMODE(opts.state_dir.stat().st_mode) == 0o700

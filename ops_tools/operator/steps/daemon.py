@@ -5,10 +5,17 @@ every liveness tick); supervisor: a program in the supervisord's ``conf.d`` (the
 or a host's). The passphrase is copied into the state directory's ``secrets/`` (0600): the
 worker unlocks the keystore with it at every start. No secret of the gateway's is needed: the
 gateway answers the worker's admitted announcement with the worker's own token.
+
+Deployed by roles/worker (playbooks/operator_worker.yml, ``--worker-manifest``): the role's
+converge owns the worker's files, program and restarts; this step writes and installs nothing.
+It acts on the program its deployed manifest names (``ops_tools.programs``: started if it is
+down), then waits for it as above. The journal keeps the manifest's path, so that a later run
+without the option checks that worker, not a program of its own.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from pathlib import Path
@@ -118,8 +125,49 @@ def _files(ctx: Context) -> dict[Path, bytes]:
             opts.state_dir / "worker.yml": config.encode()}
 
 
+def _manifest_path(ctx: Context) -> Path | None:
+    """The deployed manifest of a worker that roles/worker runs: the option's, else the one
+    the journal recorded."""
+    if ctx.options.worker_manifest is not None:
+        return ctx.options.worker_manifest
+    recorded = ctx.facts.get("worker_manifest")
+    return Path(recorded) if isinstance(recorded, str) and recorded else None
+
+
+def _deployed(path: Path) -> Program:
+    try:
+        manifest = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise OpsError(f"daemon: {path}: no deployed manifest of the worker; converge it with"
+                       " roles/worker first (playbooks/operator_worker.yml)") from None
+    except (OSError, ValueError) as exc:
+        raise OpsError(f"daemon: {path}: unreadable deployed manifest ({exc}); converge the"
+                       " worker with roles/worker again") from None
+    if not isinstance(manifest, dict):
+        raise OpsError(f"daemon: {path}: the deployed manifest is not a mapping; converge the"
+                       " worker with roles/worker again")
+    return Program.from_manifest(manifest, str(path))
+
+
+def _status(program: Program) -> bool:
+    argv = program.status_argv(local=True)
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    except OSError as exc:
+        raise OpsError(f"daemon: cannot run {argv[0]} ({exc.strerror}) to check the"
+                       " worker") from None
+    return program.running(done.stdout)
+
+
 def run(ctx: Context) -> Outcome:
     opts = ctx.options
+    manifest = _manifest_path(ctx)
+    if manifest is not None:
+        program = _deployed(manifest)
+        if not _status(program):
+            ctx.emit(f"{program.name} ({program.manager}) is down: starting it")
+            _run(["sh", "-c", program.start()], f"start {program.name}")
+        return _live(ctx, program, {"worker_manifest": str(manifest)})
     files = _files(ctx)
     if opts.engine_url != TEST_ENGINE:
         try:
@@ -135,8 +183,15 @@ def run(ctx: Context) -> Outcome:
         _install_systemd(opts)
     else:
         _install_supervisor(opts)
+    return _live(ctx, _program(opts), {})
+
+
+def _live(ctx: Context, program: Program, more: dict) -> Outcome:
+    """The worker answers, the gateway lists it as live, and (with a gateway key) a test
+    request through the gateway is answered by it."""
+    opts = ctx.options
     url, account = opts.worker_url(), ctx.facts["account"]
-    ctx.emit(f"{opts.program} started ({opts.service_manager}); waiting for {url}/health")
+    ctx.emit(f"{program.name} runs ({program.manager}); waiting for {url}/health")
     _wait(f"the worker did not answer {url}/health", lambda: _health(url), opts)
     ctx.emit("waiting until the gateway lists the worker as live")
 
@@ -149,8 +204,8 @@ def run(ctx: Context) -> Outcome:
 
     row = _wait("the gateway did not list the worker as live", live, opts)
     assert isinstance(row, dict)
-    facts = {"worker_url": url, "program": opts.program, "service_manager": opts.service_manager,
-             "models": row.get("models", []), "gateway_view": row}
+    facts = {"worker_url": url, "program": program.name, "service_manager": program.manager,
+             "models": row.get("models", []), "gateway_view": row, **more}
     if opts.gateway_key_file is None:
         return Outcome(f"worker live at the gateway (models {', '.join(row['models'])}); no"
                        " --gateway-key-file, so no test request", facts)
@@ -161,31 +216,28 @@ def run(ctx: Context) -> Outcome:
                    f" request {answer.request_id} answered by it", facts)
 
 
-def _running(opts: Options) -> bool:
-    program = _program(opts)
-    argv = program.status_argv(local=True)
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
-    except OSError as exc:
-        raise OpsError(f"daemon: cannot run {argv[0]} ({exc.strerror}) to check the"
-                       " worker") from None
-    return program.running(done.stdout)
-
-
 def check(ctx: Context) -> str | None:
-    """The worker's files are what this run would write, its program or unit runs, and the
-    gateway lists it as live (asked a few times: one stale answer does not restart it)."""
+    """The worker's files are what this run would write (unless roles/worker deployed it),
+    its program or unit runs, and the gateway lists it as live (asked a few times: one stale
+    answer does not restart it)."""
     opts = ctx.options
-    service_path, service_text = _service_file(opts)
-    expected = {**_files(ctx), service_path: service_text.encode()}
-    for path, content in expected.items():
-        try:
-            if path.read_bytes() != content:
-                return f"{path} differs from what this run would write"
-        except FileNotFoundError:
-            return gone(ctx, f"{path} is missing")
-    if not _running(opts):
-        return gone(ctx, f"{opts.program} is not running ({opts.service_manager})")
+    manifest = _manifest_path(ctx)
+    if manifest is not None:
+        if str(manifest) != ctx.facts.get("worker_manifest"):
+            return f"the worker is now the one {manifest} records"
+        program = _deployed(manifest)
+    else:
+        program = _program(opts)
+        service_path, service_text = _service_file(opts)
+        expected = {**_files(ctx), service_path: service_text.encode()}
+        for path, content in expected.items():
+            try:
+                if path.read_bytes() != content:
+                    return f"{path} differs from what this run would write"
+            except FileNotFoundError:
+                return gone(ctx, f"{path} is missing")
+    if not _status(program):
+        return gone(ctx, f"{program.name} is not running ({program.manager})")
     why = ""
     deadline = time.monotonic() + min(opts.timeout_s, 15)
     while True:
