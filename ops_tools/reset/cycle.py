@@ -302,8 +302,10 @@ def breakdown(lo: float, hi: float, phases: list[tuple[str, float, float | None]
     it and its timed steps ([phase, step, start, seconds]) that began inside it, in order; then
     what no phase accounts for (journal writes, the next phase's set-up)."""
     out: list[dict[str, Any]] = []
-    for name, started, finished in phases:
-        start, end = max(started, lo), min(finished if finished is not None else hi, hi)
+    for i, (name, started, finished) in enumerate(phases):
+        if finished is None:  # a run killed in it: it ended when the next attempt began
+            finished = phases[i + 1][1] if i + 1 < len(phases) else hi
+        start, end = max(started, lo), min(finished, hi)
         if end <= start:
             continue
         steps = [{"step": step, "seconds": round(seconds, 2)}

@@ -187,3 +187,14 @@ def test_combined_commands_run_every_step_and_fail_when_one_fails():
     failed = sh(in_order([all_at_once(["echo one", "false"]), "echo never"]))
     assert failed.returncode != 0 and failed.stdout.split() == ["one"]
     assert sh(all_at_once(["true", "exit 4"])).returncode != 0
+
+
+def test_a_phase_a_killed_run_left_ends_where_the_resumed_run_began():
+    phases = [("stop-nodes", 100.0, 101.0), ("reset-authorities", 101.0, None),
+              ("build", 150.0, 151.0), ("reset-authorities", 160.0, 161.0),
+              ("verify", 161.0, 170.0)]
+    timings = [["reset-authorities", "purge, put in place, check, start", 160.0, 0.9]]
+    out = breakdown(100.0, 170.0, phases, timings)
+    killed, resumed = (p for p in out if p["phase"] == "reset-authorities")
+    assert killed == {"phase": "reset-authorities", "seconds": 49.0, "steps": []}
+    assert resumed["steps"] == [{"step": "purge, put in place, check, start", "seconds": 0.9}]
