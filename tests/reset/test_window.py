@@ -66,6 +66,7 @@ def host(tmp_path):
     return SimpleNamespace(run=run, calls=calls, binary=binary, spec=spec, facts=facts)
 
 
+@pytest.mark.process
 def test_the_old_chain_is_purged_then_the_new_files_are_put_in_place_and_started(host):
     proc = host.run()
     assert proc.returncode == 0, proc.stderr
@@ -79,6 +80,7 @@ def test_the_old_chain_is_purged_then_the_new_files_are_put_in_place_and_started
     assert not Path(f"{host.binary}{STAGED}").exists()
 
 
+@pytest.mark.process
 def test_a_file_that_does_not_check_out_is_never_started(host):
     host.facts["binary_sha256"] = "0" * 64
     proc = host.run()
@@ -88,6 +90,7 @@ def test_a_file_that_does_not_check_out_is_never_started(host):
     assert sha256_file(host.binary) in proc.stderr and str(host.binary) in proc.stderr
 
 
+@pytest.mark.process
 def test_a_missing_staged_file_stops_before_anything_starts(host):
     Path(f"{host.spec}{STAGED}").unlink()
     proc = host.run()
@@ -95,6 +98,7 @@ def test_a_missing_staged_file_stops_before_anything_starts(host):
     assert not any("start" in c for c in host.calls()), host.calls()
 
 
+@pytest.mark.process
 def test_a_resumed_cycle_stops_the_node_and_purges_with_the_new_files(host):
     proc = host.run(resume=True)
     assert proc.returncode == 0, proc.stderr
@@ -173,6 +177,7 @@ def test_authorities_on_other_machines_are_left_to_stop_nodes():
     assert ctx.facts["stopped_with_services"] == ["rpc-0"]
 
 
+@pytest.mark.process
 def test_combined_commands_run_every_step_and_fail_when_one_fails():
     from ops_tools.reset.shell import all_at_once, in_order
 
