@@ -31,6 +31,8 @@ from ops_tools.errors import InputError, OpsError
 
 HEALTH_TIMEOUT_S = 120.0
 RECOVER_TIMEOUT_S = 300.0
+# Finality must pass the height at the stop by this many blocks to count as resumed.
+FINALITY_BLOCKS = 2
 
 
 class DrillFailed(OpsError):
@@ -104,14 +106,18 @@ def key_loss(inventory: Path, workdir: Path, passphrase_file: Path, host: str = 
     stopped = time.monotonic()
     control.stop(node.program)
     try:
-        finalized_at_stop = RpcClient(public, timeout=3).finalized_number()
         on_step(f"deleting {node.keystore_path} and {node.node_key_path}")
         shutil.rmtree(node.keystore_path)
         node.node_key_path.unlink()
+        # Read with the authority down for a while: a justification still in flight at the
+        # stop has landed, and GRANDPA (two authorities, both votes needed) finalizes nothing
+        # more until it signs again.
+        finalized_at_stop = RpcClient(public, timeout=3).finalized_number()
         on_step(f"restoring {host}'s keys from the backup")
         restore_s = restore_keys()
         on_step("waiting for finality to advance past the stop")
-        _, finalized_after = wait_finality_advances(public, timeout_s, since=finalized_at_stop)
+        _, finalized_after = wait_finality_advances(public, timeout_s, blocks=FINALITY_BLOCKS,
+                                                    since=finalized_at_stop)
         recovered = time.monotonic() - stopped
         peer_after = wait_for(f"{host} to answer system_localPeerId",
                               lambda: (True, _peer_id(node)), timeout_s)

@@ -211,10 +211,10 @@ class RestoreResult:
 def apply(p: Plan, verified: store.Verified,
           on_step: Callable[[str], None] = lambda _: None) -> None:
     """Stop, write, start. What was stopped is started again even when a write fails."""
-    for host, program in p.programs.items():
-        on_step(f"stopping {host} ({program.name})")
-        control.stop(program)
     try:
+        for host, program in p.programs.items():
+            on_step(f"stopping {host} ({program.name})")
+            control.stop(program)
         for w in p.writes:
             if w.writes:
                 on_step(f"{w.change} {w.target}")
