@@ -30,6 +30,7 @@ PASSPHRASE = "drill passphrase, never on a command line"
 
 def ops(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(OPS_TOOLS), *args], capture_output=True, text=True, env=env,
+                          stdin=subprocess.DEVNULL,
                           cwd=ROOT, timeout=900, check=False)
 
 
@@ -106,6 +107,11 @@ def test_backup_then_restore_brings_the_database_back(localnet, passphrase_file,
     refused = ops("restore", "--inventory", str(INVENTORY), "--from", str(out),
                   "--passphrase-file", str(wrong), "--yes", env=env)
     assert refused.returncode != 0 and "wrong passphrase" in refused.stderr
+    assert probe(faucet_db) == "after backup"
+
+    unconfirmed = ops("restore", "--inventory", str(INVENTORY), "--from", str(out),
+                      "--passphrase-file", str(passphrase_file), env=env)
+    assert unconfirmed.returncode == 2 and "pass --yes" in unconfirmed.stderr
     assert probe(faucet_db) == "after backup"
 
     restored = ops("restore", "--inventory", str(INVENTORY), "--from", str(out),
