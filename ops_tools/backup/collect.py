@@ -82,7 +82,7 @@ def sqlite_copy(path: Path) -> bytes:
     with private_tmp() as tmp:
         copy = tmp / "copy.db"
         # mode=rw: never create an empty database where the service's is missing
-        source = sqlite3.connect(f"file:{path}?mode=rw", uri=True, timeout=30)
+        source = sqlite3.connect(f"{path.resolve().as_uri()}?mode=rw", uri=True, timeout=30)
         try:
             target = sqlite3.connect(copy)
             try:

@@ -12,7 +12,7 @@ from ops_tools.backup import manifest as mf
 from ops_tools.backup import restore, store
 from ops_tools.backup.locate import Deployment, NodeSite
 from ops_tools.deploy.inventory import Inventory
-from ops_tools.errors import InputError
+from ops_tools.errors import InputError, OpsError
 
 GENESIS = "0x" + "ab" * 32
 KEY = "61757261" + "11" * 32  # aura + public key
@@ -108,3 +108,27 @@ def test_keys_are_written_0600_and_a_sqlite_restore_drops_the_old_journal(tmp_pa
     with sqlite3.connect(db) as conn:
         assert conn.execute("select v from t").fetchall() == [("restored",)]
     conn.close()
+
+
+def test_the_sqlite_copy_is_consistent_while_a_writer_holds_a_transaction(tmp_path):
+    from ops_tools.backup.collect import sqlite_copy
+
+    db = tmp_path / "gateway.db"
+    live = sqlite3.connect(db, isolation_level=None)
+    live.execute("pragma journal_mode=wal")
+    live.execute("create table t (v text)")
+    live.execute("insert into t values ('committed')")
+    live.execute("begin immediate")
+    live.execute("insert into t values ('in flight')")
+    try:
+        copy = tmp_path / "copy.db"
+        copy.write_bytes(sqlite_copy(db))
+    finally:
+        live.execute("rollback")
+        live.close()
+    with sqlite3.connect(copy) as conn:
+        assert conn.execute("select v from t").fetchall() == [("committed",)]
+    conn.close()
+    with pytest.raises(OpsError, match="does not exist"):
+        sqlite_copy(tmp_path / "missing.db")
+    assert not (tmp_path / "missing.db").exists()  # never created empty
