@@ -9,7 +9,9 @@ after the deletion, the keys are restored again and the node started before the 
 a drill never leaves the authority without its keys.
 
 ``ops-tools drill key-loss`` (ops_tools/drills) runs this function; it is a library function so
-that the drill runner journals it like its other scenarios.
+that the drill runner journals it like its other scenarios: the runner names ``backup_dir``
+(journal it before the call), and ``heal`` with the same arguments is what a resumed drill runs
+to undo a run killed mid-fault.
 """
 
 from __future__ import annotations
@@ -83,16 +85,33 @@ def _authority(inventory: Path, host: str) -> tuple[NodeSite, str]:
     return node, (public or node).rpc_url
 
 
-def key_loss(inventory: Path, workdir: Path, passphrase_file: Path, host: str = "authority-0",
-             on_step: Callable[[str], None] = lambda _: None,
+def heal(inventory: Path, backup_dir: Path, passphrase_file: Path, host: str = "authority-0",
+         on_step: Callable[[str], None] = lambda _: None) -> bool:
+    """Undo a drill that stopped mid-fault: restore the authority's keys from ``backup_dir`` if
+    either is missing, and start it. Whether anything had to be restored."""
+    node, _ = _authority(inventory, host)
+    missing = not node.node_key_path.exists() or not session_keys(node)
+    if missing:
+        if not (backup_dir / "manifest.json").is_file():
+            raise DrillFailed(f"{host} lacks its keys and {backup_dir} holds no backup; restore"
+                              " them from the latest backup: ops-tools restore --host"
+                              f" {host} --kind node_key --kind keystore (docs/backup.md)")
+        restore.restore(inventory, backup_dir, passphrase_file, hosts=[host],
+                        kinds=["node_key", "keystore"], on_step=on_step)
+    control.start(node.program)
+    return missing
+
+
+def key_loss(inventory: Path, backup_dir: Path, passphrase_file: Path,
+             host: str = "authority-0", on_step: Callable[[str], None] = lambda _: None,
              timeout_s: float = RECOVER_TIMEOUT_S) -> KeyLossReport:
+    """Run the drill; ``backup_dir`` is a new directory for its backup."""
     node, public = _authority(inventory, host)
     on_step("checking that finality advances (a drill never starts on a sick network)")
     wait_finality_advances(public, HEALTH_TIMEOUT_S)
     peer_before, keys_before = _peer_id(node), session_keys(node)
     if not keys_before:
         raise DrillFailed(f"{host}: its keystore {node.keystore_path} is empty before the drill")
-    backup_dir = workdir / f"key-loss-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     on_step(f"taking a backup into {backup_dir}")
     take.backup(inventory, backup_dir, passphrase_file, on_step=on_step)
 
@@ -124,10 +143,7 @@ def key_loss(inventory: Path, workdir: Path, passphrase_file: Path, host: str = 
     except BaseException:
         # never leave the authority without its keys: put them back and start it
         with contextlib.suppress(Exception):
-            if not node.node_key_path.exists() or not session_keys(node):
-                restore_keys()
-        with contextlib.suppress(Exception):
-            control.start(node.program)
+            heal(inventory, backup_dir, passphrase_file, host)
         raise
     report = KeyLossReport(host, str(backup_dir), peer_before, peer_after, keys_before,
                            session_keys(node), finalized_at_stop, finalized_after, recovered,

@@ -149,12 +149,15 @@ def test_key_loss_drill_restores_the_same_peer_id(localnet, passphrase_file, tmp
     env, _, _ = localnet
     monkeypatch.setenv("NET_LOCALNET_DIR", env["NET_LOCALNET_DIR"])
     steps: list[str] = []
-    report = keyloss.key_loss(INVENTORY, tmp_path, passphrase_file, on_step=steps.append)
+    report = keyloss.key_loss(INVENTORY, tmp_path / "drill", passphrase_file,
+                              on_step=steps.append)
     assert report.peer_id_after == report.peer_id_before
     assert report.session_keys_after == report.session_keys_before
     assert len(report.session_keys_before) >= 2  # aura and grandpa
     assert report.finalized_after > report.finalized_at_stop
     assert any(s.startswith("deleting") for s in steps)
+    # a resumed drill after a finished one has nothing to restore
+    assert keyloss.heal(INVENTORY, tmp_path / "drill", passphrase_file) is False
     print(f"\nkey-loss drill: recovered in {report.time_to_recover_s:.1f} s"
           f" (restore {report.restore_s:.1f} s), finalized #{report.finalized_at_stop}"
           f" -> #{report.finalized_after}")
