@@ -1,9 +1,10 @@
 # The two entry points README.md promises; both set up the machine first.
 .PHONY: bootstrap bootstrap-test up down test test-fast determinism bench
 
-# Workers of make test (pytest-xdist). Serial (N=0) by default: the first full run on 4 workers
-# (2026-11-25) ran the systemd scenarios on every worker and failed 4 of its first 17 tests, so
-# the parallel lane stays opt-in (make test N=4) until its groups hold for every suite.
+# Workers of make test (pytest-xdist). Serial (N=0) by default: the parallel lane (make test N=4)
+# stays opt-in until every directory has passed on 4 workers (docs/development.md). Its first
+# full run (2026-11-25) had no group holding (pytest 9.2 dropped xdist's group suffix; now
+# pinned below 9.2, and a test that loses its group fails saying so).
 N ?= 0
 XDIST = $(if $(filter 0,$(N)),-p no:xdist,-n $(N) --dist loadgroup)
 
