@@ -61,6 +61,12 @@ def _add_alerts(app: typer.Typer) -> None:
     app.command("alerts")(alerts.alerts)
 
 
+def _add_drill(app: typer.Typer) -> None:
+    from ops_tools.cli import drill
+
+    app.command("drill")(drill.drill)
+
+
 def _add_gateway(app: typer.Typer) -> None:
     from ops_tools.cli import gateway
 
@@ -81,6 +87,7 @@ COMMANDS: dict[str, Callable[[typer.Typer], None]] = {
     "reset-cycle": _add_reset_cycle,
     "status": _add_status,
     "alerts": _add_alerts,
+    "drill": _add_drill,
     "gateway": _add_gateway,
     "operator": _add_operator,
     "docs": _add_docs,
