@@ -85,10 +85,14 @@ def drill(
     from ops_tools.deploy.inventory import load_inventory
     from ops_tools.drills.network import LocalNetwork
     from ops_tools.drills.runner import run
-    from ops_tools.drills.scenarios import build
+    from ops_tools.drills.scenarios import SCENARIOS, build
+    from ops_tools.errors import InputError
 
     if resume and scenario is not None:
         raise typer.BadParameter("--resume finishes the last drill; name no scenario with it")
+    if scenario is not None and scenario not in SCENARIOS:
+        raise InputError(f"scenario {scenario!r} is unknown; choose one of"
+                         f" {', '.join(SCENARIOS)}")
     net = LocalNetwork(load_inventory(inventory))
     if scenario is not None:
         build(scenario, arg, net.topology())  # a bad name fails before anything else
