@@ -185,8 +185,10 @@ class LocalNetwork:
 
     def _substrate(self) -> Any:
         from ops_tools.chain.substrate import connect
+        from ops_tools.chain.urls import ws_url
 
-        return connect(str(self.rpc(self.public_host).url), 30)
+        # A WebSocket: waiting for a transfer's inclusion is a subscription.
+        return connect(ws_url(str(self.rpc(self.public_host).url)), 30)
 
     def faucet_balance(self, host: str) -> tuple[int, int, int]:
         """(free balance on chain, drip size, the alert's threshold in drips)."""
@@ -218,6 +220,17 @@ class LocalNetwork:
                 raise FaultError(f"Balances.{call} failed in block {receipt.block_hash}:"
                                  f" {receipt.error_message}")
             return str(receipt.block_hash)
+        finally:
+            substrate.close()
+
+    def _fee(self, holder: Any, dest: str, value: int) -> int:
+        """The fee of moving ``value`` from ``holder`` (what the node's payment_queryInfo says)."""
+        substrate = self._substrate()
+        try:
+            call = substrate.compose_call("Balances", "transfer_allow_death",
+                                          {"dest": dest, "value": value})
+            info = substrate.get_payment_info(call, holder)
+            return int(info.get("partialFee", info.get("partial_fee", 0)))
         finally:
             substrate.close()
 
@@ -256,7 +269,8 @@ class LocalNetwork:
         finally:
             substrate.close()
         if free:
-            self._transfer(holder, "transfer_all", {"dest": faucet, "keep_alive": False})
+            self._transfer(holder, "transfer_allow_death",
+                           {"dest": faucet, "value": free - self._fee(holder, faucet, free)})
         secret_file.unlink()
         return f"moved {free} plancks (less the fee) back to {host}"
 

@@ -77,7 +77,9 @@ def blocks_of(facts: dict[str, Any], public_host: str) -> Blocks | None:
     kept = [int(head[0]) for host, head in at_removal.items() if dropped.get(host) == 0]
     produced = max(kept) - int(before[0]) if kept else 0
     slots = math.floor(fault_s / float(slot_s))
-    orphaned = sum(int(d) for d in dropped.values() if d)
+    # Nodes on the same dropped fork (rpc-0 following authority-0) count its blocks once.
+    forks = {str(at_removal[h][1]): int(d) for h, d in dropped.items() if d and h in at_removal}
+    orphaned = sum(forks.values())
     public = at_removal.get(public_host) or next(iter(at_removal.values()))
     after = facts.get(F_AFTER)
     return Blocks(slots=slots, produced=max(produced, 0), lost=max(slots - max(produced, 0), 0),

@@ -50,6 +50,17 @@ def test_a_partitions_losing_side_counts_as_orphaned():
     assert b is not None and (b.produced, b.lost, b.orphaned) == (30, 30, 29)
 
 
+def test_nodes_on_the_same_dropped_fork_count_it_once():
+    # authority-1's fork won the tie; authority-0 and rpc-0 followed the other one.
+    f = facts(**{rep.F_AT_REMOVAL: {"authority-0": [123, "0xb", 103],
+                                    "authority-1": [123, "0xf", 103],
+                                    "rpc-0": [123, "0xb", 103]},
+                 rep.F_BEFORE: [103, "0xa", 103],
+                 rep.F_KEPT: {"authority-0": 20, "authority-1": 0, "rpc-0": 20}})
+    b = rep.build(SCENARIO, "completed", f, "rpc-0").blocks
+    assert b is not None and (b.produced, b.orphaned) == (20, 20)
+
+
 def test_a_resumed_drill_without_its_times_reports_none_rather_than_guessing():
     f = facts()
     for key in (rep.F_DETECTED, rep.F_AT_REMOVAL):
