@@ -67,6 +67,18 @@ def _add_drill(app: typer.Typer) -> None:
     app.command("drill")(drill.drill)
 
 
+def _add_backup(app: typer.Typer) -> None:
+    from ops_tools.cli import backup
+
+    app.command("backup")(backup.backup)
+
+
+def _add_restore(app: typer.Typer) -> None:
+    from ops_tools.cli import backup
+
+    app.command("restore")(backup.restore)
+
+
 def _add_gateway(app: typer.Typer) -> None:
     from ops_tools.cli import gateway
 
@@ -88,6 +100,8 @@ COMMANDS: dict[str, Callable[[typer.Typer], None]] = {
     "status": _add_status,
     "alerts": _add_alerts,
     "drill": _add_drill,
+    "backup": _add_backup,
+    "restore": _add_restore,
     "gateway": _add_gateway,
     "operator": _add_operator,
     "docs": _add_docs,
