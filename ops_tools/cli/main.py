@@ -61,6 +61,12 @@ def _add_alerts(app: typer.Typer) -> None:
     app.command("alerts")(alerts.alerts)
 
 
+def _add_drill(app: typer.Typer) -> None:
+    from ops_tools.cli import drill
+
+    app.command("drill")(drill.drill)
+
+
 def _add_backup(app: typer.Typer) -> None:
     from ops_tools.cli import backup
 
@@ -93,6 +99,7 @@ COMMANDS: dict[str, Callable[[typer.Typer], None]] = {
     "reset-cycle": _add_reset_cycle,
     "status": _add_status,
     "alerts": _add_alerts,
+    "drill": _add_drill,
     "backup": _add_backup,
     "restore": _add_restore,
     "gateway": _add_gateway,
