@@ -75,6 +75,9 @@ def deploy(
     from ops_tools.containers import run as containers
 
     if not (config_dir / "worker.yml").is_file():
+        if check:  # a first run in check mode: the files are not written yet
+            _report(name, changed=True, check=True, json_out=json_out)
+            return
         raise InputError(f"--config-dir: {config_dir}: no worker.yml in it")
     if user is None:
         uid, gid = containers.container_user()
@@ -84,6 +87,10 @@ def deploy(
         model_dir=model_dir.resolve() if model_dir else None, drain_timeout_s=drain_timeout,
         user=user)
     changed = containers.deploy(containers.client(docker_host), spec, check=check)
+    _report(name, changed=changed, check=check, json_out=json_out)
+
+
+def _report(name: str, *, changed: bool, check: bool, json_out: bool) -> None:
     if json_out:
         print_json({"name": name, "changed": changed, "check": check})
         return
