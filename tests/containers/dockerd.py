@@ -63,4 +63,13 @@ def dockerd(timeout: float = 120) -> Iterator[Any]:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
         log.close()
+        unmount_under(root)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def unmount_under(root: Path) -> None:
+    """What dockerd leaves mounted under its roots when it stops (its network namespace's
+    bind mount at exec/netns/default), deepest first: else the directory cannot be removed."""
+    mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
+    for point in sorted((m for m in mounts if m.startswith(f"{root}/")), reverse=True):
+        subprocess.run(["umount", "-l", point], capture_output=True, timeout=60, check=False)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -173,7 +174,8 @@ def _role(tmp: Path, docker_client, net: dict, image: str, *flags: str) -> dict[
         "worker_listen_port": ROLE_PORT, "worker_dev_suri": "//RoleWorker",
         "worker_gateway_url": net["gateway"], "worker_rpc_url": net["rpc_ws"],
         "worker_container_docker_host": docker_client.base_url,
-        "worker_ops_tools_executable": str(BIN / "ops-tools")}))
+        "worker_ops_tools_executable": str(BIN / "ops-tools"),
+        "ansible_python_interpreter": sys.executable}))
     done = subprocess.run(
         [str(BIN / "ansible-playbook"), "-i", "localhost,", str(playbook), "-e",
          f"@{variables}", *flags], capture_output=True, text=True, cwd=ROOT, timeout=600,

@@ -174,7 +174,8 @@ def run(ctx: Context) -> Outcome:
         return Outcome(f"worker live at the gateway (models {', '.join(row['models'])}); no"
                        " --gateway-key-file, so no test request", facts)
     key = opts.gateway_key_file.read_text().strip()
-    answer = gateway_client.request_served_by(opts.gateway_url, key, row["models"][0], account)
+    answer = gateway_client.request_served_by(opts.gateway_url, key, row["models"][0], account,
+                                              timeout_s=max(60.0, opts.timeout_s))
     facts["test_request_id"] = answer.request_id
     return Outcome(f"worker live at the gateway (models {', '.join(row['models'])}); test"
                    f" request {answer.request_id} answered by it", facts)
