@@ -120,6 +120,15 @@ class ReadyWatch:
         return lines
 
 
+def breakdown_lines(report: dict) -> list[str]:
+    """The downtime window by phase, and inside each phase its host batches and waits."""
+    lines = [f"downtime breakdown ({report['downtime_s']:.2f} s):"]
+    for part in report.get("downtime_breakdown", []):
+        lines.append(f"  {part['phase']:<18} {part['seconds']:6.2f} s")
+        lines += [f"      {step['seconds']:6.2f} s  {step['step'][:70]}" for step in part["steps"]]
+    return lines
+
+
 def repair(env: dict[str, str], base: Path, cycle: list[str]) -> None:
     """A stopped public RPC node (rpc-0) in front of authorities on the expected genesis: the
     cycle decides repair and starts it again, with the same chain."""
@@ -141,6 +150,8 @@ SHAPE_TESTS = "site_deploys or reset_cycle_over_ssh"
 
 def testnet_shape() -> None:
     load = os.getloadavg()[0]
+    uptime = subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout
+    print(f"uptime at the start: {uptime.strip()}")
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "tests/hosts/test_testnet_shape.py", "-x", "-q", "-s",
          "-p", "no:cacheprovider", "-k", SHAPE_TESTS],
@@ -152,7 +163,8 @@ def testnet_shape() -> None:
     print(f"testnet shape (load average {load:.1f} at the start,"
           f" {os.getloadavg()[0]:.1f} at the end):")
     for line in out[start:]:
-        if line.startswith(("reset-cycle downtime:", "  ", "services not ready")):
+        if line.startswith(("reset-cycle downtime:", "  ", "services not ready",
+                            "downtime breakdown")):
             print(line.rstrip(". "))
 
 
@@ -160,6 +172,8 @@ def main() -> None:
     if sys.argv[1:] == ["--testnet-shape"]:
         testnet_shape()
         return
+    uptime = subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout
+    print(f"uptime at the start: {uptime.strip()}")
     with tempfile.TemporaryDirectory(prefix="reset-bench-") as tmp:
         base = Path(tmp)
         env = {
@@ -226,8 +240,13 @@ def main() -> None:
             )
             for phase in report["phases"]:
                 print(f"  {phase['name']:<18} {phase['seconds']:6.2f} s")
+            for line in breakdown_lines(report):
+                print(line)
             for line in watch.report():
                 print(f"service downtime: {line}")
+            uptime = subprocess.run(["uptime"], capture_output=True, text=True,
+                                    check=False).stdout
+            print(f"uptime after the reset: {uptime.strip()}")
         finally:
             subprocess.run(
                 [str(OPS_TOOLS), "localnet", "down", "--purge", "--yes"],

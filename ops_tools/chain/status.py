@@ -36,18 +36,19 @@ def wait_for(
         time.sleep(interval_s)
 
 
-def wait_serving(url: str, genesis_hash: str, timeout_s: float) -> None:
+def wait_serving(url: str, genesis_hash: str, timeout_s: float, interval_s: float = 0.5) -> None:
     client = RpcClient(url, timeout=3)
 
     def probe() -> tuple[bool, str]:
         served = client.genesis_hash()
         return served == genesis_hash, f"genesis {served}"
 
-    wait_for(f"{url} to serve genesis {genesis_hash}", probe, timeout_s)
+    wait_for(f"{url} to serve genesis {genesis_hash}", probe, timeout_s, interval_s)
 
 
 def wait_finality_advances(
-    url: str, timeout_s: float, blocks: int = 1, since: int | None = None
+    url: str, timeout_s: float, blocks: int = 1, since: int | None = None,
+    interval_s: float = 0.5,
 ) -> tuple[int, int]:
     """Wait until the finalized height grows by ``blocks`` from now, or from ``since`` (a height
     read earlier on the same chain); returns (start, reached)."""
@@ -60,5 +61,5 @@ def wait_finality_advances(
         reached = client.finalized_number()
         return reached >= start + blocks, f"finalized #{reached} (started at #{start})"
 
-    wait_for(f"finality to advance by {blocks} block(s) on {url}", probe, timeout_s)
+    wait_for(f"finality to advance by {blocks} block(s) on {url}", probe, timeout_s, interval_s)
     return start, reached

@@ -61,6 +61,18 @@ def _add_alerts(app: typer.Typer) -> None:
     app.command("alerts")(alerts.alerts)
 
 
+def _add_backup(app: typer.Typer) -> None:
+    from ops_tools.cli import backup
+
+    app.command("backup")(backup.backup)
+
+
+def _add_restore(app: typer.Typer) -> None:
+    from ops_tools.cli import backup
+
+    app.command("restore")(backup.restore)
+
+
 def _add_gateway(app: typer.Typer) -> None:
     from ops_tools.cli import gateway
 
@@ -87,6 +99,8 @@ COMMANDS: dict[str, Callable[[typer.Typer], None]] = {
     "reset-cycle": _add_reset_cycle,
     "status": _add_status,
     "alerts": _add_alerts,
+    "backup": _add_backup,
+    "restore": _add_restore,
     "gateway": _add_gateway,
     "operator": _add_operator,
     "containers": _add_containers,

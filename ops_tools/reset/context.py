@@ -14,7 +14,8 @@ import hashlib
 import json
 import os
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +40,10 @@ RPC_TIMEOUT_S = 5.0
 # an edge that restarts or a DNS answer that is late is not a down network.
 PUBLIC_PROBES = 3
 PUBLIC_PROBE_INTERVAL_S = 1.5
+# Between two polls of a node or the public endpoint inside the downtime: each poll is cheap (a
+# few JSON-RPC calls, or one command over the host's open connection), and a coarser interval
+# adds up to itself to every wait of the window. The waits stay bounded by --timeout.
+WINDOW_POLL_S = 0.2
 
 
 class CycleFailed(OpsError):
@@ -87,6 +92,17 @@ class Facts(TypedDict, total=False):
     # stage-services: each service host's deferred restarts (net_service_converge's
     # pending_start)
     pending_services: dict[str, list[dict[str, Any]]]
+    # restart-services: the RPC and full nodes it stopped with the restarts
+    stopped_with_services: list[str]
+    # reset-authorities / reset-rpc: the nodes their one command per host started after the
+    # purge (start-authorities / start-rpc start only the others)
+    started_with_reset: list[str]
+    # wait-finality: the lowest finalized height the authorities reported on the new chain
+    # (verify's "finality advancing" is the public endpoint finalizing past it)
+    new_finalized: int
+    # What each timed step of the cycle took: [phase, step, epoch start, seconds] (the
+    # downtime's breakdown is read from the ones inside the window)
+    timings: list[list[Any]]
     # the network's downtime window (epoch seconds): first stop, then verified on the new chain
     downtime_from: float
     downtime_to: float
@@ -131,6 +147,7 @@ class CycleContext:
     nodes: list[Node] = field(default_factory=list)
     hooks: list[ServiceHook] = field(default_factory=list)
     background: Background = field(default_factory=lambda: Background())
+    phase: str = ""  # the phase running (what timed steps are filed under)
     _machines: Machines | None = None
 
     @classmethod
@@ -208,7 +225,23 @@ class CycleContext:
             hosts = [*self.node_hosts(), *self.inventory.hosts("services"),
                      *(h.host for h in self.hooks)]
             self._machines = Machines(self.inventory, list(dict.fromkeys(hosts)))
+            self._machines.on_batch = self.mark
         return self._machines
+
+    # ---- where the time goes ------------------------------------------------------------------
+    def mark(self, step: str, started: float, seconds: float) -> None:
+        """File a step of the running phase that started at ``started`` (epoch) and took
+        ``seconds``."""
+        self.facts.setdefault("timings", []).append(
+            [self.phase, step, round(started, 3), round(seconds, 3)])
+
+    @contextlib.contextmanager
+    def timed(self, step: str) -> Iterator[None]:
+        started, t0 = time.time(), time.monotonic()
+        try:
+            yield
+        finally:
+            self.mark(step, started, time.monotonic() - t0)
 
     def close(self) -> None:
         self.background.stop()
@@ -253,9 +286,25 @@ class CycleContext:
         except RpcError:
             return None
 
+    def heights(self, node: Node) -> tuple[str | None, int | None, int | None]:
+        """(genesis, best, finalized) the node reports on its own loopback (None for what it
+        does not answer): one command on a remote host."""
+        if not self.on_this_machine(node.host):
+            return self.machines.heights(node.host, node.rpc_port)
+        genesis = self.node_rpc(node, "chain_getBlockHash", [0])
+        if not genesis:
+            return None, None, None
+        header = self.node_rpc(node, "chain_getHeader")
+        fin_hash = self.node_rpc(node, "chain_getFinalizedHead")
+        fin = self.node_rpc(node, "chain_getHeader", [fin_hash]) if fin_hash else None
+        return (str(genesis), int(header["number"], 16) if header else None,
+                int(fin["number"], 16) if fin else None)
+
     def wait_on_host(self, node: Node, what: str, check: Callable[[], tuple[bool, str]]) -> str:
         try:
-            return wait_for(f"{node.host} to {what}", check, self.opts.timeout_s)
+            with self.timed(f"wait for {node.host}"):
+                return wait_for(f"{node.host} to {what}", check, self.opts.timeout_s,
+                                interval_s=WINDOW_POLL_S)
         except WaitTimeout as exc:
             raise CycleFailed(
                 f"{node.host} did not {what} ({exc}); nothing further was wiped. Fix the node,"

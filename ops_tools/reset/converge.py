@@ -16,6 +16,7 @@ from typing import Any
 from ops_tools.deploy.paths import PLAYBOOKS, localnet_dir
 from ops_tools.programs import Program
 from ops_tools.reset.context import CycleContext
+from ops_tools.reset.shell import all_at_once, in_order
 
 
 def stage_services(ctx: CycleContext) -> str:
@@ -56,15 +57,31 @@ def restart_services(ctx: CycleContext) -> str:
     staged = ctx.facts.get("pending_services")
     if staged:
         public = ctx.of_role("rpc", "full")
-        commands: dict[str, list[str]] = {n.host: [n.stop_command()] for n in public}
+        # The authorities stop in this batch too where the order (public nodes first) holds
+        # inside one machine's command: every RPC and full node is on their machine (the local
+        # network). Their shutdown then overlaps the restarts; elsewhere stop-nodes stops them.
+        authorities = ctx.of_role("authority")
+        if authorities:
+            machine = ctx.machines.machine_of
+            public_on = {machine[n.host] for n in public}
+            authorities = [n for n in authorities if public_on <= {machine[n.host]}]
+        commands: dict[str, list[str]] = {}
+        if public and authorities:
+            commands[public[0].host] = [in_order([
+                all_at_once([n.stop_command() for n in public]),
+                all_at_once([n.stop_command() for n in authorities])])]
+        else:
+            for n in [*public, *authorities]:
+                commands.setdefault(n.host, []).append(n.stop_command())
         for host, ps in staged.items():
             commands.setdefault(host, []).extend(restart_command(p) for p in ps)
-        ctx.machines.run("restart the staged services; stop the RPC and full nodes", commands,
+        stopped = [n.host for n in [*public, *authorities]]
+        ctx.machines.run(f"restart the staged services; stop {', '.join(stopped)}", commands,
                          parallel=True)
-        ctx.facts["stopped_with_services"] = [n.host for n in public]
+        ctx.facts["stopped_with_services"] = stopped
         names = ", ".join(sorted(p["name"] for ps in staged.values() for p in ps))
-        stopped = f"; stopped {', '.join(n.host for n in public)} with them" if public else ""
-        return f"restarted {names}{stopped}"
+        with_them = f"; stopped {', '.join(stopped)} with them" if stopped else ""
+        return f"restarted {names}{with_them}"
     if staged is not None:
         return "no service needed a restart"
     from ops_tools.deploy.runner import run_playbook
@@ -148,7 +165,9 @@ def record(ctx: CycleContext) -> str:
     # host manifests. Binary and spec are already in place and the chain data was purged by
     # this cycle, so the role must not purge (and restart) the new chain again.
     from ops_tools.deploy.runner import run_playbook
+    from ops_tools.reset.network import drop_staged
 
+    drop_staged(ctx)
     extra = {**ctx.playbook_extravars(), "node_purge_on_genesis_change": False}
     result = run_playbook(PLAYBOOKS / "site.yml", ctx.opts.inventory, extra,
                           limit=RECORD_LIMIT)

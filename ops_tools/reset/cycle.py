@@ -47,6 +47,9 @@ class Report:
     plan: list[str]
     phases: list[dict[str, Any]] = field(default_factory=list)
     downtime_s: float | None = None
+    # Where the downtime went: each phase inside the window with its seconds there and its
+    # timed steps (host batches, waits); the rest is the cycle's own work between phases.
+    downtime_breakdown: list[dict[str, Any]] = field(default_factory=list)
     total_s: float | None = None
     journal: str | None = None
     dry_run: bool = False
@@ -68,6 +71,7 @@ RUNNERS: dict[Phase, Callable[[CycleContext], str]] = {
     Phase.COMPARE: inspection.compare,
     Phase.DECIDE: inspection.decision,
     Phase.PREFLIGHT: network.preflight,
+    Phase.STAGE_NODES: network.stage_nodes,
     Phase.STAGE_SERVICES: converge.stage_services,
     Phase.STOP_SERVICES: network.stop_services,
     Phase.RESTART_SERVICES: converge.restart_services,
@@ -227,12 +231,21 @@ class ResetCycle:
             plan=[p.value for p in plan],
             phases=phases,
             downtime_s=round(downtime, 2) if downtime is not None else None,
+            downtime_breakdown=self._breakdown(),
             total_s=round(time.monotonic() - started, 2),
             journal=str(self.journal.path) if self.journal else None,
             dry_run=self.opts.dry_run,
             down=list(facts.get("down", [])),
             evidence=self._evidence(),
         )
+
+    def _breakdown(self) -> list[dict[str, Any]]:
+        facts = self.ctx.facts
+        lo, hi = facts.get("downtime_from"), facts.get("downtime_to")
+        if lo is None or hi is None or self.journal is None:
+            return []
+        return breakdown(lo, hi, [(p.name, p.started, p.finished) for p in self.journal.steps],
+                         facts.get("timings", []))
 
     def _evidence(self) -> dict[str, Any]:
         facts = self.ctx.facts
@@ -269,6 +282,7 @@ class ResetCycle:
         if self.opts.dry_run and phase in DESTRUCTIVE:
             raise AssertionError(f"dry run reached destructive phase {phase}")
         ctx, journal = self.ctx, self.journal
+        ctx.phase = phase.value
         try:
             if journal is None:  # a dry run: nothing is journaled
                 self.opts.on_step(phase.value)
@@ -280,6 +294,27 @@ class ResetCycle:
         except OpsError as exc:  # HostOpFailed included
             where = f" (journal: {journal.path})" if journal else ""
             raise CycleFailed(f"phase {phase.value} failed: {exc}{where}") from None
+
+
+def breakdown(lo: float, hi: float, phases: list[tuple[str, float, float | None]],
+              timings: list[list[Any]]) -> list[dict[str, Any]]:
+    """The downtime window [lo, hi] (epoch seconds) by phase: each phase run's seconds inside
+    it and its timed steps ([phase, step, start, seconds]) that began inside it, in order; then
+    what no phase accounts for (journal writes, the next phase's set-up)."""
+    out: list[dict[str, Any]] = []
+    for i, (name, started, finished) in enumerate(phases):
+        if finished is None:  # a run killed in it: it ended when the next attempt began
+            finished = phases[i + 1][1] if i + 1 < len(phases) else hi
+        start, end = max(started, lo), min(finished, hi)
+        if end <= start:
+            continue
+        steps = [{"step": step, "seconds": round(seconds, 2)}
+                 for phase, step, at, seconds in timings
+                 if phase == name and start - 0.01 <= at <= end]
+        out.append({"phase": name, "seconds": round(end - start, 2), "steps": steps})
+    rest = (hi - lo) - sum(p["seconds"] for p in out)
+    out.append({"phase": "(between phases)", "seconds": round(max(rest, 0.0), 2), "steps": []})
+    return out
 
 
 class _Display:

@@ -3,7 +3,10 @@ the machines of an Ansible inventory, driven by the host manifests the roles wro
 
 Several inventory hosts can live on one machine (``inventories/local`` puts every node on this
 one): they share one pyinfra host, and their commands run in inventory order on it, while
-different machines run in parallel.
+different machines run in parallel (a thread each: pyinfra's greenlets do not overlap SSH
+sessions in a process that gevent has not patched). Every command and upload goes over the one
+connection per machine opened with the session: a new SSH session per batch cost each batch a
+handshake per machine, inside the downtime.
 """
 
 from __future__ import annotations
@@ -11,20 +14,23 @@ from __future__ import annotations
 import contextlib
 import json
 import shlex
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pyinfra.api import Config, State
+from paramiko import SSHException
+from pyinfra.api import Config, State, StringCommand
 from pyinfra.api import Inventory as PyInventory
+from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS, pop_global_arguments
 from pyinfra.api.connect import connect_all, disconnect_all
 from pyinfra.api.exceptions import PyinfraError
-from pyinfra.api.operation import add_op
-from pyinfra.api.operations import run_ops
-from pyinfra.facts.server import Command
-from pyinfra.operations import files, server
 
 from ops_tools.deploy.inventory import Inventory
 from ops_tools.reset.nodes import LOCAL, HostOpFailed, Node, machine_of
+from ops_tools.reset.shell import all_at_once, in_order
 
 # Posts argv[2] to argv[1] and prints the answer; prints nothing when the node does not answer.
 _RPC_CLIENT = (
@@ -36,11 +42,35 @@ _RPC_CLIENT = (
     "    pass\n"
 )
 
+# Prints [genesis, best, finalized] of the node at argv[1] (null for what it does not answer).
+_HEIGHTS_CLIENT = (
+    "import json, sys, urllib.request as u\n"
+    "def call(m, p=()):\n"
+    "    b = json.dumps({'jsonrpc': '2.0', 'id': 1, 'method': m, 'params': list(p)}).encode()\n"
+    "    r = u.Request(sys.argv[1], b, {'Content-Type': 'application/json'})\n"
+    "    try:\n"
+    "        return json.load(u.urlopen(r, timeout=5)).get('result')\n"
+    "    except Exception:\n"
+    "        return None\n"
+    "def num(h):\n"
+    "    return int(h['number'], 16) if isinstance(h, dict) else None\n"
+    "g = call('chain_getBlockHash', [0])\n"
+    "f = call('chain_getFinalizedHead') if g else None\n"
+    "print(json.dumps([g, num(call('chain_getHeader')) if g else None,"
+    " num(call('chain_getHeader', [f])) if f else None]))\n"
+)
+
 __all__ = ["LOCAL", "HostOpFailed", "Machines", "Node", "machine_of"]
 
 
+T = TypeVar("T")
+# An upload's temporary name beside its destination (renamed into place once complete).
+_PART = ".part-"
+
+
 class Machines:
-    """A pyinfra session over the machines behind an inventory's hosts."""
+    """A pyinfra session over the machines behind an inventory's hosts: one connection per
+    machine for the cycle's life."""
 
     def __init__(self, inventory: Inventory, hosts: list[str]) -> None:
         self.machine_of: dict[str, str] = {}
@@ -52,8 +82,8 @@ class Machines:
         self._names: list[Any] = [(n, d) for n, d in names.items() if n != LOCAL]
         if LOCAL in names:
             self._names.append(LOCAL)
-        # Facts (command output) go through one long-lived session; each batch of operations
-        # gets a session of its own, since pyinfra's run_ops runs every operation of its state.
+        # Told of each batch (what, epoch start, seconds): the cycle's downtime breakdown.
+        self.on_batch: Callable[[str, float, float], None] = lambda *_: None
         self._inventory, self.state = self._session()
 
     def _session(self) -> tuple[PyInventory, State]:
@@ -74,16 +104,48 @@ class Machines:
     def __exit__(self, *exc: object) -> None:
         disconnect_all(self.state)
 
+    def _shell(self, machine: str, command: str) -> tuple[bool, str, str]:
+        """(succeeded, stdout, stderr) of ``command`` on ``machine``, over its connection, with
+        the become settings of its host data (sudo) as pyinfra's own operations apply them."""
+        host = self._inventory.get_host(machine)
+        arguments, _ = pop_global_arguments(self.state, host, {})
+        connector = {k: v for k, v in arguments.items() if k in CONNECTOR_ARGUMENT_KEYS}
+        try:
+            ok, out = host.run_shell_command(StringCommand(command), **connector)
+        except (OSError, SSHException, PyinfraError) as exc:
+            return False, "", f"{type(exc).__name__}: {exc}"
+        return ok, "\n".join(out.stdout_lines), "\n".join(out.stderr_lines)
+
+    def _on_each(self, work: dict[str, T], act: Callable[[str, T], Any]) -> dict[str, Any]:
+        """``act(machine, work)`` for every machine at once: a thread per remote machine, this
+        thread for this one (pyinfra's local connector runs its processes under gevent, whose
+        child watcher lives in the main thread). The result or the exception, per machine."""
+        results: dict[str, Any] = {}
+
+        def call(machine: str) -> Any:
+            try:
+                return act(machine, work[machine])
+            except Exception as exc:  # reported per machine by the caller
+                return exc
+
+        remote = [m for m in work if m != LOCAL]
+        with ThreadPoolExecutor(max_workers=max(1, len(remote)),
+                                thread_name_prefix="reset-host") as pool:
+            futures = {m: pool.submit(call, m) for m in remote}
+            if LOCAL in work:
+                results[LOCAL] = call(LOCAL)
+            results.update({m: f.result() for m, f in futures.items()})
+        return results
+
     def _py(self, host: str) -> Any:
         return self._inventory.get_host(self.machine_of[host])
 
     def output(self, host: str, command: str) -> str:
         """Stdout of ``command`` on the machine of ``host`` (raises with stderr on failure)."""
-        try:
-            out = self._py(host).get_fact(Command, command=command)
-        except PyinfraError as exc:
-            raise HostOpFailed(f"{host}: '{command}' failed: {exc}") from None
-        return out or ""
+        ok, out, err = self._shell(self.machine_of[host], command)
+        if not ok:
+            raise HostOpFailed(f"{host}: '{command}' failed: {err.strip() or 'non-zero exit'}")
+        return out
 
     def read_json(self, host: str, path: str) -> dict[str, Any] | None:
         try:
@@ -104,6 +166,21 @@ class Machines:
             return None
         return reply.get("result") if isinstance(reply, dict) else None
 
+    def heights(self, host: str, port: int) -> tuple[str | None, int | None, int | None]:
+        """(genesis, best, finalized) of the node on the host's loopback, in one command: the
+        waits inside the downtime poll it, and four commands over SSH cost four round trips."""
+        cmd = shlex.join(["python3", "-c", _HEIGHTS_CLIENT, f"http://127.0.0.1:{port}"])
+        try:
+            got = json.loads(self.output(host, f"{cmd} || true") or "null")
+        except (json.JSONDecodeError, HostOpFailed):
+            return None, None, None
+        if not isinstance(got, list) or len(got) != 3:
+            return None, None, None
+        genesis, best, finalized = got
+        return (genesis if isinstance(genesis, str) else None,
+                best if isinstance(best, int) else None,
+                finalized if isinstance(finalized, int) else None)
+
     def sha256(self, host: str, path: str) -> str:
         """The sha256 of ``path`` on the machine of ``host``."""
         return self.output(host, f"sha256sum {shlex.quote(path)}").split(" ")[0]
@@ -112,53 +189,60 @@ class Machines:
         out = self.output(host, f"df -B1 --output=avail {shlex.quote(path)} | tail -1")
         return int(out.strip() or 0)
 
-    def run(self, what: str, commands: dict[str, list[str]], *, parallel: bool = False) -> None:
+    def run(self, what: str, commands: dict[str, list[str]], *,
+            parallel: bool = False) -> dict[str, str]:
         """Run each host's commands (in order on each machine, machines in parallel; with
-        ``parallel``, a machine's commands run at once too, and fail if any of them fails)."""
+        ``parallel``, a machine's commands run at once too, and fail if any of them fails):
+        one command per machine over its connection. Returns each machine's stdout."""
         per_machine: dict[str, list[str]] = {}
         for host, cmds in commands.items():
             per_machine.setdefault(self.machine_of[host], []).extend(cmds)
-        if parallel:
-            per_machine = {m: [_all_at_once(cmds)] for m, cmds in per_machine.items() if cmds}
-        ops = [
-            (machine, server.shell, {"commands": cmds})
-            for machine, cmds in per_machine.items()
-            if cmds
-        ]
-        self._execute(what, ops)
+        batch = {m: (all_at_once(cmds) if parallel else in_order(cmds))
+                 for m, cmds in per_machine.items() if cmds}
+        if not batch:
+            return {}
+        started, t0 = time.time(), time.monotonic()
+        results = self._on_each(batch, self._shell)
+        self.on_batch(what, started, time.monotonic() - t0)
+        failed, outputs = [], {}
+        for machine, result in results.items():
+            if isinstance(result, Exception):
+                failed.append(f"{machine}: {result}")
+                continue
+            ok, out, err = result
+            outputs[machine] = out
+            if not ok:
+                failed.append(f"{machine}: {err.strip() or out.strip() or 'failed'}")
+        if failed:
+            raise HostOpFailed(f"{what} failed on " + "; ".join(failed))
+        return outputs
 
     def put(self, what: str, uploads: dict[str, list[tuple[Path, str, str]]]) -> None:
-        """Upload ``(local file, remote path, mode)`` per host."""
-        ops = [
-            (self.machine_of[host], files.put, {"src": str(src), "dest": dest, "mode": mode})
-            for host, items in uploads.items()
-            for src, dest, mode in items
-        ]
-        self._execute(what, ops)
-
-    def _execute(self, what: str, ops: list[tuple[str, Any, dict[str, Any]]]) -> None:
-        if not ops:
+        """Upload ``(local file, remote path, mode)`` per host, machines in parallel; each file
+        goes to a temporary name beside its destination and is renamed into place complete."""
+        per_machine: dict[str, list[tuple[Path, str, str]]] = {}
+        for host, items in uploads.items():
+            per_machine.setdefault(self.machine_of[host], []).extend(items)
+        if not any(per_machine.values()):
             return
-        inventory, state = self._session()
-        try:
-            metas: list[tuple[str, Any]] = []
-            for machine, op, kwargs in ops:
-                added = add_op(state, op, name=what, host=inventory.get_host(machine), **kwargs)
-                metas += [(host.name, meta) for host, meta in added.items()]
-            with contextlib.suppress(PyinfraError):  # the per-host results below say what failed
-                run_ops(state)
-        finally:
-            disconnect_all(state)
-        failed = [
-            f"{name}: {meta.stderr.strip() or 'failed'}"
-            for name, meta in metas
-            if not meta.did_succeed(_raise_if_not_complete=False)
-        ]
+        started, t0 = time.time(), time.monotonic()
+        results = self._on_each(per_machine, self._upload)
+        self.on_batch(what, started, time.monotonic() - t0)
+        failed = [f"{m}: {r}" for m, r in results.items() if isinstance(r, Exception)]
         if failed:
             raise HostOpFailed(f"{what} failed on " + "; ".join(failed))
 
+    def _upload(self, machine: str, items: list[tuple[Path, str, str]]) -> None:
+        host = self._inventory.get_host(machine)
+        arguments, _ = pop_global_arguments(self.state, host, {})
+        connector = {k: v for k, v in arguments.items() if k in CONNECTOR_ARGUMENT_KEYS}
+        for src, dest, mode in items:
+            part = f"{dest}{_PART}{uuid.uuid4().hex[:8]}"
+            if not host.put_file(str(src), part, **connector):
+                raise HostOpFailed(f"upload of {src} to {part} failed")
+            ok, _, err = self._shell(machine, shlex.join(["chmod", mode, part]) + " && "
+                                     + shlex.join(["mv", "-f", part, dest]))
+            if not ok:
+                self._shell(machine, shlex.join(["rm", "-f", part]))
+                raise HostOpFailed(f"{dest}: {err.strip() or 'could not be put in place'}")
 
-def _all_at_once(commands: list[str]) -> str:
-    """One shell command that runs ``commands`` as background jobs and fails if any fails."""
-    jobs = "".join(f'( {c} ) & pids="$pids $!"; ' for c in commands)
-    return f'pids=""; {jobs}rc=0; for p in $pids; do wait "$p" || rc=1; done; exit $rc'

@@ -8,14 +8,16 @@ authorities do not.
 
 from __future__ import annotations
 
+import shlex
 import time
 from pathlib import Path
 
 from ops_tools.chain.rpc import RpcError
 from ops_tools.chain.status import WaitTimeout, wait_finality_advances, wait_serving
 from ops_tools.checksums import sha256_file
-from ops_tools.reset.context import CycleContext, CycleFailed
-from ops_tools.reset.nodes import Node
+from ops_tools.reset.context import WINDOW_POLL_S, CycleContext, CycleFailed
+from ops_tools.reset.nodes import HostOpFailed, Node
+from ops_tools.reset.shell import in_order
 
 MIN_FREE_BYTES = 512 * 1024 * 1024
 
@@ -57,51 +59,102 @@ def stop_services(ctx: CycleContext) -> str:
 def stop_nodes(ctx: CycleContext) -> str:
     # Public endpoint first, authorities last; the nodes of one step stop at once (several
     # nodes on one machine, as on the local network, need not wait for each other's shutdown).
-    # restart-services stopped the RPC and full nodes with its restarts in this run; a resumed
-    # cycle stops them again (a stop of a stopped node is a no-op).
+    # restart-services stopped the RPC and full nodes with its restarts in this run (and the
+    # authorities where the order held on one machine); a resumed cycle stops them again (a
+    # stop of a stopped node is a no-op).
     done = set() if ctx.opts.resume else set(ctx.facts.get("stopped_with_services", []))
     steps = [[n for n in ctx.of_role("rpc", "full") if n.host not in done],
-             ctx.of_role("authority")]
+             [n for n in ctx.of_role("authority") if n.host not in done]]
     for nodes in steps:
-        ctx.machines.run(f"stop {', '.join(n.host for n in nodes)}",
-                         {n.host: [n.stop_command()] for n in nodes}, parallel=True)
-    return ", ".join(n.host for nodes in steps for n in nodes)
+        if nodes:
+            ctx.machines.run(f"stop {', '.join(n.host for n in nodes)}",
+                             {n.host: [n.stop_command()] for n in nodes}, parallel=True)
+    stopped = [n.host for nodes in steps for n in nodes]
+    with_services = [h for h in done if h not in stopped]
+    return ", ".join(stopped + [f"{h} (with the services)" for h in sorted(with_services)])
 
 
-def _reset_nodes(ctx: CycleContext, nodes: list[Node]) -> str:
+# Where stage-nodes puts the new binary and spec beside the live ones, before the downtime; the
+# purge's command renames them into place (a rename on the same filesystem: instant, atomic).
+STAGED = ".reset-next"
+
+
+def _pushed(ctx: CycleContext, node: Node) -> list[tuple[str, str, str]]:
+    """(what, path on the host, its expected sha256) of the binary and spec the cycle pushes."""
+    spec = Path(ctx.facts["render_dir"]) / "raw.json"
+    return [("binary", node.manifest["binary"]["path"], ctx.facts["binary_sha256"]),
+            ("spec", node.manifest["chainspec_path"], sha256_file(spec))]
+
+
+def _check_command(files: list[tuple[str, str, str]]) -> str:
+    """Succeeds when every file has its sha256; else prints what each one has, and fails."""
+    lines = "".join(f"{want}  {path}\n" for _, path, want in files)
+    paths = " ".join(shlex.quote(path) for _, path, _ in files)
+    return (f"printf %s {shlex.quote(lines)} | sha256sum -c --status -"
+            f" || {{ sha256sum {paths} >&2; exit 3; }}")
+
+
+def stage_nodes(ctx: CycleContext) -> str:
+    # Outside the downtime: the new binary and spec go to every node's host beside the live
+    # ones (STAGED) and are checked there, so that the window's work on a host is a purge, two
+    # renames and a start, in one command.
     binary = Path(ctx.facts["node_binary"])
     spec = Path(ctx.facts["render_dir"]) / "raw.json"
-    push = {
-        n.host: [
-            (binary, n.manifest["binary"]["path"], "755"),
-            (spec, n.manifest["chainspec_path"], "644"),
-        ]
-        for n in nodes
-    }
+    ctx.machines.put("push binary and spec (staged)", {
+        n.host: [(binary, n.manifest["binary"]["path"] + STAGED, "755"),
+                 (spec, n.manifest["chainspec_path"] + STAGED, "644")]
+        for n in ctx.nodes
+    })
+    checks = {n.host: [_check_command([(w, p + STAGED, sha) for w, p, sha in _pushed(ctx, n)])]
+              for n in ctx.nodes}
+    try:
+        ctx.machines.run("check the staged binary and spec", checks, parallel=True)
+    except HostOpFailed as exc:
+        raise CycleFailed(f"a staged binary or spec does not have the built sha256: {exc}"
+                          f" (binary {ctx.facts['binary_sha256']}, spec"
+                          f" {sha256_file(spec)})") from None
+    return f"binary and spec staged and checked on {', '.join(n.host for n in ctx.nodes)}"
+
+
+def drop_staged(ctx: CycleContext) -> None:
+    """Staged files a resumed cycle pushed again for nodes whose reset it then found done."""
+    ctx.machines.run("remove leftover staged files", {
+        n.host: [shlex.join(["rm", "-f", *(path + STAGED for _, path, _ in _pushed(ctx, n))])]
+        for n in ctx.nodes
+    })
+
+
+def _reset_command(ctx: CycleContext, node: Node) -> str:
+    files = _pushed(ctx, node)
+    place = " && ".join(shlex.join(["mv", "-f", path + STAGED, path]) for _, path, _ in files)
     if ctx.opts.resume:
         # Done again by a resumed cycle: its nodes may have been started on what was pushed
         # (a database is never purged under a running node), and what is on the host may be
-        # anything, so the purge reads the new spec, pushed first.
-        ctx.machines.run("stop before the purge",
-                         {n.host: [n.stop_command()] for n in nodes})
-        ctx.machines.put("push binary and spec", push)
-        ctx.machines.run("purge chain data", {n.host: [n.purge_command()] for n in nodes})
+        # anything, so the purge reads the new spec, put in place first.
+        steps = [node.stop_command(), place, node.purge_command()]
     else:
         # The purge reads the spec on the host: the old chain's database is the one deleted.
-        ctx.machines.run("purge chain data", {n.host: [n.purge_command()] for n in nodes})
-        ctx.machines.put("push binary and spec", push)
-    want = {"binary": ctx.facts["binary_sha256"], "spec": sha256_file(spec)}
-    for n in nodes:
-        for what, path in (
-            ("binary", n.manifest["binary"]["path"]),
-            ("spec", n.manifest["chainspec_path"]),
-        ):
-            got = ctx.machines.sha256(n.host, path)
-            if got != want[what]:
-                raise CycleFailed(
-                    f"{n.host}: pushed {what} {path} has sha256 {got}, expected {want[what]}"
-                )
-    return ", ".join(n.host for n in nodes)
+        steps = [node.purge_command(), place]
+    # The node starts only on the binary and spec that check out.
+    steps += [_check_command(files), node.start_command()]
+    return in_order(steps)
+
+
+def _reset_nodes(ctx: CycleContext, nodes: list[Node]) -> str:
+    # One command per host, its nodes at once: purge, the staged binary and spec renamed into
+    # place, their sha256 checked, start. Their start-up then overlaps the rest of the batch.
+    if not nodes:
+        return "no nodes"
+    try:
+        ctx.machines.run("purge, put in place, check, start",
+                         {n.host: [_reset_command(ctx, n)] for n in nodes}, parallel=True)
+    except HostOpFailed as exc:
+        want = ", ".join(f"{what} {sha}" for what, _, sha in _pushed(ctx, nodes[0]))
+        raise CycleFailed(f"{exc}; expected {want} (a node whose files do not check out is not"
+                          " started)") from None
+    started = set(ctx.facts.get("started_with_reset", []))
+    ctx.facts["started_with_reset"] = sorted(started | {n.host for n in nodes})
+    return ", ".join(n.host for n in nodes) + ": purged, binary and spec in place, started"
 
 
 def reset_authorities(ctx: CycleContext) -> str:
@@ -113,9 +166,14 @@ def reset_rpc(ctx: CycleContext) -> str:
 
 
 def _start(ctx: CycleContext, nodes: list[Node]) -> str:
-    # At once: supervisorctl waits for each program's startsecs, one after the other otherwise.
-    ctx.machines.run("start nodes", {n.host: [n.start_command()] for n in nodes}, parallel=True)
-    return ", ".join(n.host for n in nodes)
+    # The reset's command started them in this run; a resumed cycle starts them again (a start
+    # of a started node is a no-op). At once: supervisorctl waits for each program's startsecs.
+    done = set() if ctx.opts.resume else set(ctx.facts.get("started_with_reset", []))
+    todo = [n for n in nodes if n.host not in done]
+    ctx.machines.run("start nodes", {n.host: [n.start_command()] for n in todo}, parallel=True)
+    if not todo:
+        return ", ".join(n.host for n in nodes) + ": started by the reset's command"
+    return ", ".join(n.host for n in todo)
 
 
 def start_authorities(ctx: CycleContext) -> str:
@@ -126,30 +184,24 @@ def start_rpc(ctx: CycleContext) -> str:
     return _start(ctx, ctx.of_role("rpc", "full"))
 
 
-def _heights(ctx: CycleContext, node: Node) -> tuple[str | None, int | None, int | None]:
-    genesis = ctx.node_rpc(node, "chain_getBlockHash", [0])
-    header = ctx.node_rpc(node, "chain_getHeader")
-    fin_hash = ctx.node_rpc(node, "chain_getFinalizedHead")
-    fin = ctx.node_rpc(node, "chain_getHeader", [fin_hash])
-    best = int(header["number"], 16) if header else None
-    finalized = int(fin["number"], 16) if fin else None
-    return genesis, best, finalized
-
-
 def wait_finality(ctx: CycleContext) -> str:
     expected = ctx.facts["expected_genesis"]
-    seen = []
+    seen, finalized_at = [], []
     for node in ctx.of_role("authority"):
 
         def check(node: Node = node) -> tuple[bool, str]:
-            genesis, best, finalized = _heights(ctx, node)
+            genesis, best, finalized = ctx.heights(node)
             ok = genesis == expected and (best or 0) >= 2 and (finalized or 0) >= 1
+            if ok:
+                finalized_at.append(finalized or 0)
             return ok, f"genesis {genesis}, best #{best}, finalized #{finalized}"
 
         seen.append(
             f"{node.host}: "
             + ctx.wait_on_host(node, "author blocks and finalize on the new genesis", check)
         )
+    if finalized_at:
+        ctx.facts["new_finalized"] = min(finalized_at)
     return "; ".join(seen)
 
 
@@ -158,18 +210,21 @@ def verify(ctx: CycleContext) -> str:
     for node in ctx.nodes:
 
         def check(node: Node = node) -> tuple[bool, str]:
-            # Two calls, not _heights' four: on a remote host each is a command over SSH, and
-            # this wait is inside the downtime.
-            genesis = ctx.node_rpc(node, "chain_getBlockHash", [0])
-            header = ctx.node_rpc(node, "chain_getHeader") if genesis == expected else None
-            best = int(header["number"], 16) if header else None
+            genesis, best, _ = ctx.heights(node)
             return genesis == expected and best is not None, f"genesis {genesis}, best #{best}"
 
         ctx.wait_on_host(node, f"serve genesis {expected}", check)
     url = ctx.public_url()
+    # Finality advancing: the public endpoint finalizes past what the authorities had
+    # finalized on this genesis at wait-finality (a resumed cycle without that reading waits
+    # for one more block from now).
+    since = ctx.facts.get("new_finalized")
     try:
-        wait_serving(url, expected, ctx.opts.timeout_s)
-        wait_finality_advances(url, ctx.opts.timeout_s)
+        with ctx.timed(f"wait for {url}: the new genesis"):
+            wait_serving(url, expected, ctx.opts.timeout_s, interval_s=WINDOW_POLL_S)
+        with ctx.timed(f"wait for {url}: finality advancing"):
+            wait_finality_advances(url, ctx.opts.timeout_s, since=since,
+                                   interval_s=WINDOW_POLL_S)
     except (WaitTimeout, RpcError) as exc:
         raise CycleFailed(
             f"the public endpoint {url} does not serve genesis {expected} with finality"

@@ -11,6 +11,9 @@ class Phase(StrEnum):
     COMPARE = "compare"
     DECIDE = "decide"
     PREFLIGHT = "preflight"
+    # The new binary and spec pushed beside the live ones and checked, before the downtime: the
+    # window's work on a node's host is then a purge, two renames and a start.
+    STAGE_NODES = "stage-nodes"
     # The platform services' files for the new render, written while they still serve the old
     # network: the restart is left to restart-services, so the Ansible run is outside the
     # downtime.
@@ -21,7 +24,8 @@ class Phase(StrEnum):
     # overlaps the nodes' stop instead of following the RPC node's start.
     RESTART_SERVICES = "restart-services"
     STOP_NODES = "stop-nodes"
-    RESET_AUTHORITIES = "reset-authorities"  # purge chain data (keys kept), push binary + spec
+    # purge chain data (keys kept), the staged binary + spec into place, checked; start
+    RESET_AUTHORITIES = "reset-authorities"
     START_AUTHORITIES = "start-authorities"
     WAIT_FINALITY = "wait-finality"
     RESET_RPC = "reset-rpc"
@@ -40,6 +44,7 @@ class Phase(StrEnum):
 INSPECT = [Phase.BUILD, Phase.RENDER, Phase.COMPARE, Phase.DECIDE]
 RESET = [
     Phase.PREFLIGHT,
+    Phase.STAGE_NODES,
     Phase.STAGE_SERVICES,
     Phase.STOP_SERVICES,
     Phase.RESTART_SERVICES,

@@ -22,7 +22,8 @@ Check = tuple[bool, str]
 
 RERUN = frozenset({
     Phase.RENDER,  # the render cache checks its files and reuses them
-    Phase.PREFLIGHT, Phase.WAIT_FINALITY, Phase.VERIFY, Phase.REPAIR_EDGE,
+    # stage-nodes pushes and checks again: a later reset-* phase redone takes the staged files
+    Phase.PREFLIGHT, Phase.STAGE_NODES, Phase.WAIT_FINALITY, Phase.VERIFY, Phase.REPAIR_EDGE,
     Phase.REPAIR_NODES, Phase.PUBLISH, Phase.SERVICES, Phase.ROLL_BINARY,
 })
 KEPT = {

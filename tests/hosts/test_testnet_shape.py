@@ -605,6 +605,11 @@ def assert_new_chain(world: dict[str, Any], report: dict[str, Any], old: str,
     print(f"reset-cycle downtime: {report['downtime_s']} s, total {report['total_s']} s")
     for phase in report["phases"]:
         print(f"  {phase['name']:<18} {phase['seconds']:6.2f} s  {phase['detail'][:90]}")
+    print(f"downtime breakdown ({report['downtime_s']} s):")
+    for part in report["downtime_breakdown"]:
+        print(f"  {part['phase']:<18} {part['seconds']:6.2f} s")
+        for step in part["steps"]:
+            print(f"      {step['seconds']:6.2f} s  {step['step'][:70]}")
     assert public_genesis(world) == new
     wait_public_finality(world)
     for host in NODE_HOSTS:

@@ -46,6 +46,11 @@ supervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface
 command=sleep 600
 autostart=false
 startsecs=0
+[program:broken]
+command=sh -c "exit 7"
+autostart=false
+startsecs=1
+startretries=0
 """)
         supervisord = shutil.which("supervisord") or "supervisord"
         subprocess.run([supervisord, "-c", str(conf)], check=True, timeout=30)
@@ -77,6 +82,18 @@ def test_supervisor_commands_are_idempotent(supervised):
     for _ in range(2):
         assert sh(program.stop()).returncode == 0 and not running(program)
     assert sh(program.restart()).returncode == 0 and running(program)  # down: started
+
+
+@pytest.mark.process
+def test_a_start_that_fails_is_a_failure_that_says_why(supervised):
+    # start and stop tolerate only "already started" / "not running": any other answer of
+    # supervisorctl fails the command, with that answer on stderr.
+    broken = Program("supervisor", "broken", supervised.supervisor_conf)
+    failed = sh(broken.start())
+    assert failed.returncode != 0 and "broken: ERROR" in failed.stderr, failed
+    unknown = Program("supervisor", "no-such-program", supervised.supervisor_conf)
+    failed = sh(unknown.stop())
+    assert failed.returncode != 0 and "no such process" in failed.stderr, failed
 
 
 def test_manifest_records_are_checked():
