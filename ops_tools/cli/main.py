@@ -91,6 +91,12 @@ def _add_operator(app: typer.Typer) -> None:
     app.add_typer(operator.app, name="operator")
 
 
+def _add_containers(app: typer.Typer) -> None:
+    from ops_tools.cli import containers
+
+    app.add_typer(containers.app, name="containers")
+
+
 # In the order the help lists them.
 COMMANDS: dict[str, Callable[[typer.Typer], None]] = {
     "chainspec": _add_chainspec,
@@ -104,6 +110,7 @@ COMMANDS: dict[str, Callable[[typer.Typer], None]] = {
     "restore": _add_restore,
     "gateway": _add_gateway,
     "operator": _add_operator,
+    "containers": _add_containers,
     "docs": _add_docs,
 }
 

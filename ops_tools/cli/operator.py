@@ -123,6 +123,17 @@ def onboard(
     keystore: Path | None = KeystoreOpt,
     state_dir: Path | None = StateOpt,
     timeout: float = typer.Option(180.0, "--timeout", help="Seconds each wait may take."),
+    container: bool = typer.Option(False, "--container", help="Run the worker as a Docker"
+                                   " container of --image (docs/containers.md) instead of a"
+                                   " systemd unit or supervisor program."),
+    image: str = typer.Option("net-worker:llamacpp", "--image", help="--container: the"
+                              " worker's image (net-worker:llamacpp|vllm|sglang|trtllm)."),
+    docker_host: str | None = typer.Option(None, "--docker-host", help="--container: the"
+                                           " Docker daemon (default $DOCKER_HOST, else the"
+                                           " system's)."),
+    model_path: Path | None = typer.Option(None, "--model-path", help="--container: a GGUF"
+                                           " model the container's own llama.cpp engine serves"
+                                           " at --engine-url (mounted read-only)."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before acting."),
     json_out: bool = JsonOpt,
 ) -> None:
@@ -137,6 +148,19 @@ def onboard(
     if engine_kind is not None and test_engine:
         raise InputError("--engine-kind: the built-in test engine has no other dialect; give"
                          " --engine-url with --engine-kind")
+    if model_path is not None:
+        if not container:
+            raise InputError("--model-path: only with --container (the container starts the"
+                             " engine); otherwise start the engine and give --engine-url")
+        if engine_kind not in (None, "llamacpp"):
+            raise InputError(f"--model-path: the container's own engine is llama.cpp, not"
+                             f" --engine-kind {engine_kind}")
+        if not model_path.is_file():
+            raise InputError(f"--model-path: {model_path}: no such file; give a GGUF model file")
+        engine_kind = "llamacpp"
+        model_path = model_path.resolve()
+    if (image != "net-worker:llamacpp" or docker_host) and not container:
+        raise InputError("--image / --docker-host: only with --container")
     local = paths.localnet_dir()
     local_supervisor = _local(paths.supervisor_conf(local))
     if service_manager is None:
@@ -172,6 +196,10 @@ def onboard(
         worker_port=worker_port,
         worker_public_url=worker_public_url,
         timeout_s=timeout,
+        container=container,
+        container_image=image,
+        docker_host=docker_host,
+        model_path=model_path,
     )
     if opts.run_as == ROOT:
         err_console.print(f"warning: --service-user root: the worker, which talks to the"
@@ -179,8 +207,9 @@ def onboard(
                           f" option out to run it as {DEFAULT_SERVICE_USER}", markup=False,
                           highlight=False)
     if not yes and not json_out and err_console.is_terminal:
-        typer.confirm(f"Onboard operator {name!r} on {opts.rpc_url} (stake, faucet drip, a"
-                      f" {service_manager} service)?", abort=True)
+        what = f"a container of {image}" if container else f"a {service_manager} service"
+        typer.confirm(f"Onboard operator {name!r} on {opts.rpc_url} (stake, faucet drip,"
+                      f" {what})?", abort=True)
     result = runner.onboard(opts, RichDisplay())
     out = report.onboarding_report(result.journal, result.ran, result.skipped,
                                       result.redone)

@@ -56,6 +56,14 @@ class Options:
     worker_public_url: str | None = None
     timeout_s: float = 180.0
     rpc_timeout_s: float = 60.0
+    # --container: the worker as a Docker container of this image (docs/containers.md) instead
+    # of a systemd unit or supervisor program; docker_host None: $DOCKER_HOST, else the default.
+    container: bool = False
+    container_image: str = "net-worker:llamacpp"
+    docker_host: str | None = None
+    # --model-path: a GGUF file the container's own llama.cpp engine serves (at engine_url, on
+    # loopback); None: the worker fronts the engine already at engine_url.
+    model_path: Path | None = None
 
     @property
     def journal_path(self) -> Path:
@@ -68,6 +76,10 @@ class Options:
     @property
     def program(self) -> str:
         return f"net-worker-{self.name}"
+
+    @property
+    def container_dir(self) -> Path:
+        return self.state_dir / "container"
 
     @property
     def run_as(self) -> str | None:

@@ -81,6 +81,9 @@ class WorkerSettings(BaseModel):
     genesis_hash: str | None = None
     state_dir: Path | None = None
     shutdown_timeout_s: float = Field(10.0, gt=0)
+    # On SIGTERM: how long the requests in flight may still take (a long stream on a slow
+    # engine); the container's stop timeout and systemd's TimeoutStopSec must be longer.
+    drain_timeout_s: float = Field(60.0, gt=0, le=3600)
     log_level: str = "info"
 
     @field_validator("engine_url", "gateway_url")

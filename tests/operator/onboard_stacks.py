@@ -100,7 +100,9 @@ def _base(tmp: Path, passphrase: str) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def ports_stack(tmp: Path, passphrase: str) -> Iterator[dict[str, Any]]:
+def ports_stack(tmp: Path, passphrase: str,
+                gateway_extra: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
+    """``gateway_extra``: settings over the test gateway's (harness.start_gateway)."""
     net = _base(tmp, passphrase)
     procs: list[Proc] = []
     conf: Path | None = None
@@ -118,7 +120,8 @@ def ports_stack(tmp: Path, passphrase: str) -> Iterator[dict[str, Any]]:
             "rpc_url": chain.ws,
             "mock_root_seed_file": str(secret_file(tmp / "a.seed", "onboard-test-seed-4d2"))})
         procs.append(proc)
-        gateway = start_gateway(tmp / "gateway", chain, f"sqlite:///{tmp / 'gw.sqlite3'}")
+        gateway = start_gateway(tmp / "gateway", chain, f"sqlite:///{tmp / 'gw.sqlite3'}",
+                                extra=gateway_extra)
         procs.append(gateway.proc)
         created = run([str(BIN / "ops-tools"), "gateway", "keys", "create", "--config",
                        str(gateway.config), "--account", ALICE, "--json"], net["env"])

@@ -1,11 +1,12 @@
 """Step 6: the worker under the service manager, live at the gateway and answering through it.
 
-systemd: a hardened ``Type=notify`` unit with ``WatchdogSec`` (the worker notifies the watchdog
-every liveness tick); supervisor: a program in the supervisord's ``conf.d`` (the local network's,
-or a host's). The passphrase is copied into the state directory's ``secrets/`` (0600): the
-worker unlocks the keystore with it at every start. No secret of the gateway's is needed: the
-gateway answers the worker's admitted announcement with the worker's own token.
-"""
+container (``--container``): a Docker container of the worker's image, driven by the docker SDK
+(``operator/container.py``, docs/containers.md). systemd: a hardened ``Type=notify`` unit with
+``WatchdogSec`` (the worker notifies the watchdog every liveness tick); supervisor: a program in the
+supervisord's ``conf.d`` (the local network's, or a host's). The passphrase is copied into the state
+directory's ``secrets/`` (0600): the worker unlocks the keystore with it at every start. No secret
+of the gateway's is needed: the gateway answers the worker's admitted announcement with the worker's
+own token."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import httpx
 
 from ops_tools import atomic
 from ops_tools.errors import InputError, OpsError
-from ops_tools.operator import gateway_client, service_user, units
+from ops_tools.operator import container, gateway_client, service_user, units
 from ops_tools.operator.context import TEST_ENGINE, Context, Options
 from ops_tools.operator.steps import Outcome, gone
 from ops_tools.programs import Program
@@ -39,6 +40,8 @@ def _run(argv: list[str], what: str) -> str:
 
 
 def log_hint(opts: Options) -> str:
+    if opts.container:
+        return f"docker logs {opts.program}"
     if opts.service_manager == "systemd":
         return f"journalctl -u {opts.program}"
     return str(opts.state_dir / "worker.log")
@@ -112,6 +115,16 @@ def _health(url: str) -> bool | str:
 def _files(ctx: Context) -> dict[Path, bytes]:
     """What the worker reads at every start (each 0600): its configuration and secrets."""
     opts = ctx.options
+    if opts.container:
+        keystore: dict[str, bytes] = {}
+        for suffix in container.KEYSTORE_SUFFIXES:
+            path = opts.keystore_dir / f"{opts.name}{suffix}"
+            try:
+                keystore[path.name] = path.read_bytes()
+            except OSError as exc:
+                raise OpsError(f"daemon: cannot read the keystore file {path}"
+                               f" ({exc.strerror})") from None
+        return container.files(opts, str(ctx.journal.genesis_hash), ctx.passphrase(), keystore)
     passphrase_file = opts.secrets_dir / "passphrase"
     config = units.worker_config(opts, str(ctx.journal.genesis_hash), passphrase_file)
     return {passphrase_file: ctx.passphrase().encode(),
@@ -121,22 +134,27 @@ def _files(ctx: Context) -> dict[Path, bytes]:
 def run(ctx: Context) -> Outcome:
     opts = ctx.options
     files = _files(ctx)
-    if opts.engine_url != TEST_ENGINE:
+    if opts.engine_url != TEST_ENGINE and opts.model_path is None:
         try:
             httpx.get(f"{opts.engine_url}/v1/models", timeout=10).raise_for_status()
         except httpx.HTTPError as exc:
             raise OpsError(f"daemon: the engine at {opts.engine_url} does not answer /v1/models"
                            f" ({exc}); start it first, or fix --engine-url") from None
-    if opts.service_manager == "systemd":
+    if opts.service_manager == "systemd" and not opts.container:
         service_user.prepare(opts, ctx.emit)
     for path, content in files.items():
+        # Directories 0700: the container's user alone reads what is mounted.
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         atomic.write_bytes(path, content, mode=0o600)
-    if opts.service_manager == "systemd":
+    if opts.container:
+        container.deploy(opts)
+    elif opts.service_manager == "systemd":
         _install_systemd(opts)
     else:
         _install_supervisor(opts)
     url, account = opts.worker_url(), ctx.facts["account"]
-    ctx.emit(f"{opts.program} started ({opts.service_manager}); waiting for {url}/health")
+    manager = f"container {opts.container_image}" if opts.container else opts.service_manager
+    ctx.emit(f"{opts.program} started ({manager}); waiting for {url}/health")
     _wait(f"the worker did not answer {url}/health", lambda: _health(url), opts)
     ctx.emit("waiting until the gateway lists the worker as live")
 
@@ -149,19 +167,23 @@ def run(ctx: Context) -> Outcome:
 
     row = _wait("the gateway did not list the worker as live", live, opts)
     assert isinstance(row, dict)
-    facts = {"worker_url": url, "program": opts.program, "service_manager": opts.service_manager,
+    facts = {"worker_url": url, "program": opts.program,
+             "service_manager": "docker" if opts.container else opts.service_manager,
              "models": row.get("models", []), "gateway_view": row}
     if opts.gateway_key_file is None:
         return Outcome(f"worker live at the gateway (models {', '.join(row['models'])}); no"
                        " --gateway-key-file, so no test request", facts)
     key = opts.gateway_key_file.read_text().strip()
-    answer = gateway_client.request_served_by(opts.gateway_url, key, row["models"][0], account)
+    answer = gateway_client.request_served_by(opts.gateway_url, key, row["models"][0], account,
+                                              timeout_s=max(60.0, opts.timeout_s))
     facts["test_request_id"] = answer.request_id
     return Outcome(f"worker live at the gateway (models {', '.join(row['models'])}); test"
                    f" request {answer.request_id} answered by it", facts)
 
 
 def _running(opts: Options) -> bool:
+    if opts.container:
+        return container.running(opts)
     program = _program(opts)
     argv = program.argv("status" if program.supervisor else "is-active", local=True)
     try:
@@ -176,8 +198,10 @@ def check(ctx: Context) -> str | None:
     """The worker's files are what this run would write, its program or unit runs, and the
     gateway lists it as live (asked a few times: one stale answer does not restart it)."""
     opts = ctx.options
-    service_path, service_text = _service_file(opts)
-    expected = {**_files(ctx), service_path: service_text.encode()}
+    expected = _files(ctx)
+    if not opts.container:
+        service_path, service_text = _service_file(opts)
+        expected[service_path] = service_text.encode()
     for path, content in expected.items():
         try:
             if path.read_bytes() != content:
@@ -185,7 +209,8 @@ def check(ctx: Context) -> str | None:
         except FileNotFoundError:
             return gone(ctx, f"{path} is missing")
     if not _running(opts):
-        return gone(ctx, f"{opts.program} is not running ({opts.service_manager})")
+        manager = "docker" if opts.container else opts.service_manager
+        return gone(ctx, f"{opts.program} is not running ({manager})")
     why = ""
     deadline = time.monotonic() + min(opts.timeout_s, 15)
     while True:
