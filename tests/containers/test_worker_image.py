@@ -57,7 +57,7 @@ def onboarded(docker_client, image, tmp_path_factory):
     # The gateway's own default worker TTL (60 s): the test gateway's 15 s equals the worker's
     # announcement interval, and a worker whose announcement is a tick late drops out for a
     # moment (a real model's request may fall into that moment).
-    with ports_stack(tmp / "net", ONBOARD_PASSPHRASE, {"worker_ttl_s": 60.0}) as net:
+    with ports_stack(tmp / "net", ONBOARD_PASSPHRASE) as net:
         # The supervisor's options are the stack's; a container needs none of them.
         extra = net["onboard_extra"]
         cut = extra.index("--service-manager")
