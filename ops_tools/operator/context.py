@@ -39,6 +39,10 @@ class Options:
     stake: int | None = None  # None: MinStake
     engine_url: str = TEST_ENGINE  # "test" (--test-engine) or an OpenAI-compatible engine's URL
     engine_kind: str | None = None  # the engine's dialect (--engine-kind); None: the worker's
+    # A GGUF model file (--model-path): the onboarding runs llama.cpp's server for it on
+    # loopback engine_port (its own program beside the worker's) and engine_url points there.
+    model_path: Path | None = None
+    engine_port: int = 8180
     models: list[str] = field(default_factory=list)
     no_gpu: bool = False
     # An API key of the gateway for the test request; None: no test request.
@@ -80,6 +84,11 @@ class Options:
     @property
     def container_dir(self) -> Path:
         return self.state_dir / "container"
+
+    @property
+    def engine_program(self) -> str:
+        """The llama.cpp server's program (with --model-path)."""
+        return f"net-engine-{self.name}"
 
     @property
     def run_as(self) -> str | None:

@@ -76,7 +76,8 @@ def worker_main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(message)s")
     assert s.engine_kind is not None
     engine = EngineFront(
-        [make_engine(s.engine_kind, s.engine_url, s.models, s.test_engine_token_delay_ms)]
+        [make_engine(s.engine_kind, s.engine_url, s.models, s.test_engine_token_delay_ms,
+                      s.engine_model_path)]
         + [make_engine(extra.kind, extra.url, []) for extra in s.extra_engines],
         [[] if s.engine_kind == settings.TEST_ENGINE else list(s.models)]
         + [list(extra.models) for extra in s.extra_engines])

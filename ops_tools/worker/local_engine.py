@@ -33,11 +33,24 @@ class LocalEngineSettings(BaseModel):
     listen_port: int = Field(ge=1, le=65535)
     # Where the model file is assembled from its chunk packages (llamacpp); default: state_dir.
     state_dir: Path | None = None
-    # A GGUF file to serve instead (a container mounts one read-only: the image carries no
-    # weights).
-    model_path: Path | None = None
     threads: int = Field(2, ge=1, le=256)
     context: int = Field(2048, ge=256, le=131072)
+    # llamacpp: a GGUF model file of the operator's own (``operator onboard --model-path``; a
+    # container mounts one read-only, its image carries no weights) instead of the packaged
+    # Gemma 3 270M, served under ``model_alias`` (default: the file's name without .gguf) with
+    # the chat template its GGUF carries.
+    model_path: Path | None = None
+    model_alias: str | None = Field(None, min_length=1, max_length=200)
+
+    @field_validator("model_path")
+    @classmethod
+    def _model_file(cls, value: Path | None) -> Path | None:
+        from ops_tools.worker.config import gguf_problem
+
+        problem = None if value is None else gguf_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
 
     @field_validator("kind")
     @classmethod
@@ -63,12 +76,20 @@ def gemma_model(directory: Path) -> Path:
     return Path(assemble(directory / MODEL_NAME))
 
 
+def model_alias(path: Path) -> str:
+    """The name a model file is served under by default: its file name without ``.gguf``."""
+    return path.name.removesuffix(".gguf").removesuffix(".GGUF") or path.name
+
+
 def command(s: LocalEngineSettings, model: Path | None) -> list[str]:
     """The engine server's argv."""
     if s.kind == "llamacpp":
         assert model is not None
-        return [sys.executable, "-m", "llama_cpp.server", "--model", str(model),
-                "--model_alias", GEMMA_ALIAS, "--chat_format", "gemma",
+        if s.model_path is None:
+            served = ["--model_alias", GEMMA_ALIAS, "--chat_format", "gemma"]
+        else:
+            served = ["--model_alias", s.model_alias or model_alias(s.model_path)]
+        return [sys.executable, "-m", "llama_cpp.server", "--model", str(model), *served,
                 "--n_threads", str(s.threads), "--n_ctx", str(s.context),
                 "--host", s.listen_host, "--port", str(s.listen_port), "--verbose", "false",
                 # By default a new request cuts the stream in progress short; queue it instead.
@@ -100,13 +121,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         s = load(args.config)
         model = None
-        if s.kind == "llamacpp" and s.model_path is not None:
-            if not s.model_path.is_file():
-                raise InputError(f"model_path: {s.model_path}: no such file; give the GGUF"
-                                 " model file (mounted read-only in a container)")
-            model = s.model_path
-        elif s.kind == "llamacpp":
-            model = gemma_model((s.state_dir or args.config.parent) / "model")
+        if s.kind == "llamacpp":
+            model = s.model_path or gemma_model((s.state_dir or args.config.parent) / "model")
     except (InputError, ImportError) as exc:
         hint = " (install the llamacpp extra: pip install 'net-ops[llamacpp]')" \
             if isinstance(exc, ImportError) else ""

@@ -56,37 +56,44 @@ def _supervisor_conf(opts: Options) -> Path:
     return conf
 
 
-def _program(opts: Options) -> Program:
+def _program(opts: Options, engine: bool = False) -> Program:
+    name = opts.engine_program if engine else opts.program
     if opts.service_manager == "systemd":
-        return Program("systemd", opts.program)
-    return Program("supervisor", opts.program, str(_supervisor_conf(opts)))
+        return Program("systemd", name)
+    return Program("supervisor", name, str(_supervisor_conf(opts)))
 
 
-def _service_file(opts: Options) -> tuple[Path, str]:
-    """The systemd unit or supervisor program, and its text."""
+def _service_file(opts: Options, engine: bool = False) -> tuple[Path, str]:
+    """The systemd unit or supervisor program (the worker's, or with ``engine`` the llama.cpp
+    server's of --model-path), and its text."""
     if opts.service_manager == "systemd":
+        if engine:
+            return (opts.systemd_unit_dir / f"{opts.engine_program}.service",
+                    units.engine_systemd_unit(opts))
         return opts.systemd_unit_dir / f"{opts.program}.service", units.systemd_unit(opts)
-    return (_supervisor_conf(opts).parent / "conf.d" / f"{opts.program}.conf",
-            units.supervisor_program(opts))
+    conf_d = _supervisor_conf(opts).parent / "conf.d"
+    if engine:
+        return conf_d / f"{opts.engine_program}.conf", units.engine_supervisor_program(opts)
+    return conf_d / f"{opts.program}.conf", units.supervisor_program(opts)
 
 
-def _install_supervisor(opts: Options) -> None:
-    program = _program(opts)
-    path, text = _service_file(opts)
+def _install_supervisor(opts: Options, engine: bool = False) -> None:
+    program = _program(opts, engine)
+    path, text = _service_file(opts, engine)
     atomic.write_text(path, text, mode=0o644)
     _run(program.argv("update", local=True), "supervisorctl update")
     # restart whether update started it or it ran already: a re-run must pick up new files.
     _run(program.argv("restart", local=True), "supervisorctl restart")
 
 
-def _install_systemd(opts: Options) -> None:
-    unit, text = _service_file(opts)
+def _install_systemd(opts: Options, engine: bool = False) -> None:
+    unit, text = _service_file(opts, engine)
     try:
         atomic.write_text(unit, text, mode=0o644)
     except PermissionError:
         raise OpsError(f"daemon: cannot write {unit} (permission denied); run onboard as root"
                        " (sudo) or use --service-manager supervisor") from None
-    program = _program(opts)
+    program = _program(opts, engine)
     _run(["systemctl", "daemon-reload"], "systemctl daemon-reload")
     _run(program.argv("enable"), "systemctl enable")
     # restart, not start: a re-run after a failed daemon step must pick up the new files.
@@ -127,20 +134,62 @@ def _files(ctx: Context) -> dict[Path, bytes]:
         return container.files(opts, str(ctx.journal.genesis_hash), ctx.passphrase(), keystore)
     passphrase_file = opts.secrets_dir / "passphrase"
     config = units.worker_config(opts, str(ctx.journal.genesis_hash), passphrase_file)
-    return {passphrase_file: ctx.passphrase().encode(),
-            opts.state_dir / "worker.yml": config.encode()}
+    files = {passphrase_file: ctx.passphrase().encode(),
+             opts.state_dir / "worker.yml": config.encode()}
+    if opts.model_path is not None:
+        files[opts.state_dir / "engine.yml"] = units.engine_config(opts).encode()
+    return files
+
+
+def _models_answer(url: str) -> bool | str:
+    try:
+        return httpx.get(f"{url}/v1/models", timeout=5).status_code == 200
+    except httpx.HTTPError as exc:
+        return type(exc).__name__
+
+
+def _start_engine(opts: Options, ctx: Context) -> None:
+    """--model-path: llama.cpp's server for the file, started and answering before the worker."""
+    if opts.service_manager == "systemd":
+        _install_systemd(opts, engine=True)
+    else:
+        _install_supervisor(opts, engine=True)
+    ctx.emit(f"{opts.engine_program} started for {opts.model_path}; waiting for"
+             f" {opts.engine_url}/v1/models")
+    hint = (f"journalctl -u {opts.engine_program}" if opts.service_manager == "systemd"
+            else str(opts.state_dir / "engine.log"))
+    deadline = time.monotonic() + opts.timeout_s
+    last: bool | str = False
+    while time.monotonic() < deadline:
+        last = _models_answer(opts.engine_url)
+        if last is True:
+            return
+        time.sleep(1)
+    raise OpsError(f"daemon: llama.cpp's server for {opts.model_path} did not answer"
+                   f" {opts.engine_url}/v1/models within {opts.timeout_s:g} s"
+                   f" ({last if isinstance(last, str) else 'no answer'}); see its log: {hint}")
 
 
 def run(ctx: Context) -> Outcome:
     opts = ctx.options
     files = _files(ctx)
-    if opts.engine_url != TEST_ENGINE and opts.model_path is None:
+    prepared = False
+    # --model-path on the host: llama.cpp's server as a program of its own, answering before the
+    # worker starts (in a container the image runs it beside the worker).
+    if opts.model_path is not None and not opts.container:
+        if opts.service_manager == "systemd":
+            service_user.prepare(opts, ctx.emit)
+            prepared = True
+        for path, content in files.items():
+            atomic.write_bytes(path, content, mode=0o600)
+        _start_engine(opts, ctx)
+    if opts.engine_url != TEST_ENGINE and not (opts.container and opts.model_path is not None):
         try:
             httpx.get(f"{opts.engine_url}/v1/models", timeout=10).raise_for_status()
         except httpx.HTTPError as exc:
             raise OpsError(f"daemon: the engine at {opts.engine_url} does not answer /v1/models"
                            f" ({exc}); start it first, or fix --engine-url") from None
-    if opts.service_manager == "systemd" and not opts.container:
+    if opts.service_manager == "systemd" and not opts.container and not prepared:
         service_user.prepare(opts, ctx.emit)
     for path, content in files.items():
         # Directories 0700: the container's user alone reads what is mounted.
@@ -181,10 +230,10 @@ def run(ctx: Context) -> Outcome:
                    f" request {answer.request_id} answered by it", facts)
 
 
-def _running(opts: Options) -> bool:
-    if opts.container:
+def _running(opts: Options, engine: bool = False) -> bool:
+    if opts.container and not engine:
         return container.running(opts)
-    program = _program(opts)
+    program = _program(opts, engine)
     argv = program.argv("status" if program.supervisor else "is-active", local=True)
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
@@ -202,6 +251,11 @@ def check(ctx: Context) -> str | None:
     if not opts.container:
         service_path, service_text = _service_file(opts)
         expected[service_path] = service_text.encode()
+        if opts.model_path is not None:
+            engine_path, engine_text = _service_file(opts, engine=True)
+            expected[engine_path] = engine_text.encode()
+            if not _running(opts, engine=True):
+                return gone(ctx, f"{opts.engine_program} is not running ({opts.service_manager})")
     for path, content in expected.items():
         try:
             if path.read_bytes() != content:
