@@ -131,10 +131,14 @@ WantedBy=multi-user.target
 
 
 def supervisor_program(opts: Options) -> str:
+    return _supervisor_program(opts, opts.program, _command(opts), "worker.log")
+
+
+def _supervisor_program(opts: Options, program: str, command: str, log: str) -> str:
     user = f"user={opts.run_as}\n" if opts.run_as else ""
     return f"""; Written by ops-tools operator onboard (docs/operator.md); a re-run overwrites it.
-[program:{opts.program}]
-command={_command(opts)}
+[program:{program}]
+command={command}
 directory={opts.state_dir}
 {user}autostart=true
 autorestart=true
@@ -145,7 +149,7 @@ stopwaitsecs=20
 stopasgroup=true
 killasgroup=true
 redirect_stderr=true
-stdout_logfile={opts.state_dir / 'worker.log'}
+stdout_logfile={opts.state_dir / log}
 stdout_logfile_maxbytes=10MB
 stdout_logfile_backups=3
 """
@@ -185,21 +189,4 @@ WantedBy=multi-user.target
 
 
 def engine_supervisor_program(opts: Options) -> str:
-    user = f"user={opts.run_as}\n" if opts.run_as else ""
-    return f"""; Written by ops-tools operator onboard (docs/operator.md); a re-run overwrites it.
-[program:{opts.engine_program}]
-command={_engine_command(opts)}
-directory={opts.state_dir}
-{user}autostart=true
-autorestart=true
-startsecs=2
-startretries=5
-stopsignal=TERM
-stopwaitsecs=20
-stopasgroup=true
-killasgroup=true
-redirect_stderr=true
-stdout_logfile={opts.state_dir / 'engine.log'}
-stdout_logfile_maxbytes=10MB
-stdout_logfile_backups=3
-"""
+    return _supervisor_program(opts, opts.engine_program, _engine_command(opts), "engine.log")
