@@ -42,6 +42,14 @@ def gguf_problem(path: Path) -> str | None:
     return None
 
 
+def gguf_file(value: Path | None) -> Path | None:
+    """A settings validator: ``value`` unchanged when it is None or a GGUF model file."""
+    problem = None if value is None else gguf_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
 class ExtraEngine(BaseModel):
     """A further engine behind the worker, serving its own models (an embeddings server beside
     a text model, say)."""
@@ -113,13 +121,7 @@ class WorkerSettings(BaseModel):
             raise ValueError(f"{value!r} is not an http(s) URL")
         return value.rstrip("/")
 
-    @field_validator("engine_model_path")
-    @classmethod
-    def _model_file(cls, value: Path | None) -> Path | None:
-        problem = None if value is None else gguf_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value
+    _model_file = field_validator("engine_model_path")(staticmethod(gguf_file))
 
     @model_validator(mode="after")
     def _key_source(self) -> WorkerSettings:

