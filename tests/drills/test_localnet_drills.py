@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -49,7 +50,9 @@ def localnet(tmp_path_factory):
 
 
 def supervisorctl(state: Path, *args: str) -> str:
-    ctl = Path(sys.executable).with_name("supervisorctl")
+    # The virtualenv's when it has one, else Debian's (scripts/bootstrap installs supervisor).
+    beside = Path(sys.executable).with_name("supervisorctl")
+    ctl = beside if beside.exists() else shutil.which("supervisorctl") or "supervisorctl"
     return subprocess.run([str(ctl), "-c", str(state / "supervisor" / "supervisord.conf"), *args],
                           capture_output=True, text=True, timeout=60, check=False).stdout
 
