@@ -102,7 +102,10 @@ class Api:
 
     # ---- rpc / system -------------------------------------------------------------------------
     def rpc_methods(self, p: list[Any], c: Connection) -> Any:
-        return {"version": 1, "methods": sorted(self.methods())}
+        # The dev node's own extensions (devnode_*) stay unlisted: a Substrate node has none,
+        # and polkadot.js warns about every listed method it does not know.
+        return {"version": 1,
+                "methods": sorted(m for m in self.methods() if not m.startswith("devnode_"))}
 
     def system_health(self, p: list[Any], c: Connection) -> Any:
         return {
