@@ -152,8 +152,9 @@ class Network:
         host, port, expected = parse_multiaddr(address, "peer address")
         if expected is None:
             raise OpsError(f"peer address {address!r}: needs /p2p/<peer id>")
+        was_blocked = expected in self.blocked
         self.blocked.discard(expected)
-        if expected in self.dialing:
+        if was_blocked and expected in self.dialing:
             return  # its dial loop runs already and redials now that it is unblocked
         self.tasks.append(asyncio.create_task(self._dial_loop(host, port, expected)))
 
