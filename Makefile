@@ -2,8 +2,8 @@
 .PHONY: bootstrap bootstrap-test up down test test-fast determinism bench
 
 # Workers of make test (pytest-xdist, --dist loadgroup: one worker per group of tests that share
-# processes; docs/development.md). Most tests wait on slots and timeouts, not on the two cores:
-# 4 workers take the suite from about 75 min to about 45. N=0 runs it serially.
+# processes; docs/development.md). Most tests wait on slots and timeouts, not on the two cores;
+# serially the suite outgrew CI's 90 min. N=0 runs it serially.
 N ?= 4
 XDIST = $(if $(filter 0,$(N)),-p no:xdist,-n $(N) --dist loadgroup)
 
