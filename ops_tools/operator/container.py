@@ -57,8 +57,11 @@ def worker_config(opts: Options, genesis_hash: str) -> str:
 def engine_config(opts: Options) -> str | None:
     if opts.model_path is None:
         return None
-    config = {"kind": "llamacpp", "listen_host": "127.0.0.1", "listen_port": engine_port(opts),
-              "model_path": f"{containers.MODEL_DIR}/{opts.model_path.name}"}
+    config: dict[str, Any] = {"kind": "llamacpp", "listen_host": "127.0.0.1",
+                              "listen_port": engine_port(opts),
+                              "model_path": f"{containers.MODEL_DIR}/{opts.model_path.name}"}
+    if opts.models:  # served under the first --model, as on the host (units.engine_config)
+        config["model_alias"] = opts.models[0]
     return "# Written by ops-tools operator onboard --container (docs/containers.md).\n" + \
         yaml.safe_dump(config, sort_keys=True)
 

@@ -67,7 +67,7 @@ def onboarded(docker_client, image, tmp_path_factory):
                 "--passphrase-file", str(net["pass"]), "--no-gpu", "--yes", "--json",
                 "--state-dir", str(tmp / "state"), *extra,
                 "--container", "--image", image.tag, "--docker-host", docker_client.base_url,
-                "--engine-port", str(free_port()), "--model-path", str(model),
+                "--engine-port", str(free_port()), "--model-path", str(model), "--model", MODEL,
                 "--timeout", "600"]
         started = time.monotonic()
         done = subprocess.run(args, capture_output=True, text=True, env=net["env"], cwd=ROOT,
