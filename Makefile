@@ -1,10 +1,10 @@
 # The two entry points README.md promises; both set up the machine first.
 .PHONY: bootstrap bootstrap-test up down test test-fast determinism bench
 
-# Workers of make test (pytest-xdist). Serial (N=0) by default: the first full run on 4 workers
-# (2026-11-25) ran the systemd scenarios on every worker and failed 4 of its first 17 tests, so
-# the parallel lane stays opt-in (make test N=4) until its groups hold for every suite.
-N ?= 0
+# Workers of make test (pytest-xdist, --dist loadgroup: one worker per group of tests that share
+# processes; docs/development.md). Most tests wait on slots and timeouts, not on the two cores;
+# serially the suite outgrew CI's 90 min. N=0 runs it serially.
+N ?= 4
 XDIST = $(if $(filter 0,$(N)),-p no:xdist,-n $(N) --dist loadgroup)
 
 bootstrap:

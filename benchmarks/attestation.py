@@ -28,9 +28,9 @@ from pathlib import Path
 
 import httpx
 
+from ops_tools.attestation.verify import Trust, verify_report
 from ops_tools.services.attestation.pki import MockPki
 from ops_tools.services.attestation.report import IssueRequest, issue
-from ops_tools.services.attestation.verify import Trust, verify_report
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support
 from tests.support.devnode import DevNode, free_port

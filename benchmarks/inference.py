@@ -7,14 +7,20 @@
 Without ``--net`` it starts its own stack on free loopback ports (the stack of
 benchmarks/gateway.py: a development node, net-gateway, net-worker with ``engine_kind:
 llamacpp``) in front of ``net-local-engine`` (llama-cpp-python's server, Gemma 3 270M Q4_K_M,
-two threads), so it needs no local network and stops everything at the end. Two paths:
+two threads), so it needs no local network and stops everything at the end. Three paths:
 
 - direct:   client -> llama.cpp server
+- worker:   client -> net-worker -> llama.cpp server (with the worker's own token, as the
+            gateway sends it: the worker hop alone; only on the benchmark's own stack)
 - gateway:  client -> net-gateway -> net-worker -> llama.cpp server (key check, budget
             reservation, routing, receipt; the worker adds the stream's usage chunk)
 
+The worker is given the engine's model file (``engine_model_path``), so it counts the usage
+chunk with the model's tokenizer in process; ``--engine-counts`` leaves it out (the worker then
+asks the engine's ``/extras/tokenize/count``, as before).
+
 Each client sends streamed completions (``stream_options.include_usage``) at temperature 0, one
-after another; direct and gateway runs alternate round by round, so a change in the machine's
+after another; the paths' runs alternate round by round, so a change in the machine's
 load hits both. TTFT is to the first chunk carrying text; tokens/s is the text chunks of every
 request of a run (llama-cpp-python streams one chunk per generated token; the direct path has no
 usage chunk, so both paths count the same way) over the run's wall time. The engine answers one
@@ -59,7 +65,10 @@ from benchmarks.gateway import (
     secret_file,
     wait,
 )
+from ops_tools.chain.wire.worker_token import worker_token
 from tests.support.devnode import DevNode, free_port, plain_spec, raw_spec
+
+MODEL_FILE = "gemma-3-270m-q4_k_m.gguf"  # where net-local-engine assembles it, under model/
 
 PROMPTS = ["The capital of France is", "Water boils at", "The largest planet is",
            "A good breakfast includes", "The first computers were", "Rain forms when"]
@@ -109,7 +118,7 @@ async def run(url: str, headers: dict[str, str], clients: int, per_client: int,
 
 
 @contextlib.contextmanager
-def stack(root: Path) -> Iterator[dict[str, Any]]:
+def stack(root: Path, engine_counts: bool = False) -> Iterator[dict[str, Any]]:
     """The network's shape on free ports, as ``localnet up --json`` describes it."""
     procs = Procs(root)
     node = DevNode(root / "node", str(raw_spec(plain_spec(
@@ -134,11 +143,14 @@ def stack(root: Path) -> Iterator[dict[str, Any]]:
         }))
         procs.start("gateway", [str(BIN / "net-gateway"), "--config", str(root / "gateway.yml")])
         gateway_url = f"http://127.0.0.1:{gw_port}"
-        (root / "worker.yml").write_text(yaml.safe_dump({
+        worker = {
             "listen_port": w_port, "gateway_url": gateway_url, "rpc_url": node.ws,
             "engine_url": engine_url, "engine_kind": "llamacpp", "capacity": 16,
             "log_level": "warning", "dev_suri_file": secret_file(root / "w.suri", OPERATOR),
-        }))
+        }
+        if not engine_counts:
+            worker["engine_model_path"] = str(root / "model" / MODEL_FILE)
+        (root / "worker.yml").write_text(yaml.safe_dump(worker))
         procs.start("worker", [str(BIN / "net-worker"), "--config", str(root / "worker.yml")])
         wait(lambda: "gemma-3-270m" in httpx.get(gateway_url + "/v1/workers").json()
              ["live_workers_per_model"], 120, "the worker to be live at the gateway")
@@ -146,9 +158,15 @@ def stack(root: Path) -> Iterator[dict[str, Any]]:
         key, _ = store.create_key(db.engine, Keypair.create_from_uri("//Alice").ss58_address,
                                   budget=None, rpm=None, tpm=None)
         db.dispose()
+        # The worker's own token, as the gateway derives it (the benchmark holds its secret).
+        genesis = httpx.get(gateway_url + "/v1/workers").json()["genesis_hash"]
+        operator = Keypair.create_from_uri(OPERATOR, ss58_format=42).ss58_address
+        worker_url = f"http://127.0.0.1:{w_port}"
+        token = worker_token(SECRET.encode(), genesis, f"{operator}@{worker_url}")
         yield {"workers": [{"host": "bench", "engine_kind": "llamacpp",
                             "engine_url": engine_url, "models": ["gemma-3-270m"]}],
-               "public": {"gateway_url": gateway_url}, "gateway_api_key": key}
+               "public": {"gateway_url": gateway_url}, "gateway_api_key": key,
+               "bench_worker": {"url": worker_url, "token": token}}
     finally:
         procs.stop()
         node.stop()
@@ -162,27 +180,34 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--per-client", type=int, default=2)
     parser.add_argument("--max-tokens", type=int, default=32)
+    parser.add_argument("--clients", default="1,4,8", help="comma-separated client counts")
+    parser.add_argument("--engine-counts", action="store_true",
+                        help="no engine_model_path for the worker: the engine counts the usage")
     args = parser.parse_args()
     if args.net is not None:
         measure(json.loads(args.net.read_text()), args)
         return
-    with tempfile.TemporaryDirectory(prefix="bench-inference-") as tmp, stack(Path(tmp)) as net:
+    with (tempfile.TemporaryDirectory(prefix="bench-inference-") as tmp,
+          stack(Path(tmp), args.engine_counts) as net):
         measure(net, args)
 
 
 def measure(net: dict[str, Any], args: Any) -> None:
     engine = next(w for w in net["workers"] if w["engine_kind"] == "llamacpp")
-    paths = {"direct": (engine["engine_url"], {}),
-             "gateway": (net["public"]["gateway_url"],
-                         {"Authorization": f"Bearer {net['gateway_api_key']}"})}
+    paths = {"direct": (engine["engine_url"], {})}
+    if "bench_worker" in net:
+        paths["worker"] = (net["bench_worker"]["url"],
+                           {"Authorization": f"Bearer {net['bench_worker']['token']}"})
+    paths["gateway"] = (net["public"]["gateway_url"],
+                        {"Authorization": f"Bearer {net['gateway_api_key']}"})
     print(f"load average at start: {os.getloadavg()[0]:.2f}")
-    asyncio.run(run(*paths["direct"], 1, 1, args.max_tokens))  # warm the model and the pools
-    asyncio.run(run(*paths["gateway"], 1, 1, args.max_tokens))
+    for path in paths.values():  # warm the model and the pools
+        asyncio.run(run(*path, 1, 1, args.max_tokens))
     print("clients | path    | TTFT p50 ms | TTFT p90 ms | tokens/s | overhead TTFT p50")
-    for clients in (1, 4, 8):
-        runs: dict[str, list[Run]] = {"direct": [], "gateway": []}
+    for clients in (int(c) for c in args.clients.split(",")):
+        runs: dict[str, list[Run]] = {name: [] for name in paths}
         for _ in range(args.rounds):
-            for name in ("direct", "gateway"):
+            for name in paths:
                 runs[name].append(asyncio.run(run(*paths[name], clients, args.per_client,
                                                   args.max_tokens)))
         summary = {}
@@ -191,12 +216,12 @@ def measure(net: dict[str, Any], args: Any) -> None:
             rate = sum(r.tokens for r in rs) / sum(r.wall_s for r in rs)
             # nearest rank: with few samples p90 is the largest, never below p50
             summary[name] = (statistics.median(ttft), ttft[math.ceil(0.9 * len(ttft)) - 1], rate)
-        d, g = summary["direct"], summary["gateway"]
+        d = summary["direct"]
         for name, (p50, p90, rate) in summary.items():
             extra = ""
-            if name == "gateway":
-                extra = (f"+{g[0] - d[0]:.1f} ms ({(g[0] - d[0]) / d[0] * 100:.1f} % of TTFT);"
-                         f" tokens/s {(g[2] - d[2]) / d[2] * 100:+.1f} %")
+            if name != "direct":
+                extra = (f"{p50 - d[0]:+.1f} ms ({(p50 - d[0]) / d[0] * 100:+.1f} % of TTFT);"
+                         f" tokens/s {(rate - d[2]) / d[2] * 100:+.1f} %")
             print(f"{clients:7} | {name:7} | {p50:11.1f} | {p90:11.1f} | {rate:8.1f} | {extra}")
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import orjson
 
-from ops_tools.services.attestation.gpu import GpuProfile
+from ops_tools.attestation.gpu import GpuProfile
 from ops_tools.services.attestation.pki import MockPki
 from ops_tools.services.attestation.report import IssueRequest, issue
 from ops_tools.services.common import jsonbody

@@ -20,16 +20,18 @@ import pytest
 MARK = "process"
 
 # Fixtures whose set-up starts a long-running program (or several), by the directory of the
-# conftest.py that defines them (pytest's baseid): a development node, a PostgreSQL cluster,
-# supervisord, sshd, nginx, systemd-nspawn hosts, the local network, the services on top of
-# them. Pytest resolves
-# fixtures transitively, so a fixture built on one of these (``funded_faucet`` on ``devnode``)
-# is covered without being listed.
+# conftest.py that defines them, or by the file of the test module that does (pytest's baseid):
+# a development node, a PostgreSQL cluster, supervisord, sshd, nginx, systemd-nspawn hosts, the
+# local network, the services on top of them. Pytest resolves fixtures transitively, so a fixture
+# built on one of these (``funded_faucet`` on ``devnode``) is covered without being listed.
 PROCESS_FIXTURES: dict[str, frozenset[str]] = {
     # Fixtures of plugin modules (tests/conftest.py's pytest_plugins) belong to no directory.
     "": frozenset({"testhosts"}),  # systemd-nspawn test hosts (tests/hosts/fixture.py)
     "tests/ansible": frozenset({"rendered_spec"}),  # ansible-playbook
     "tests/build": frozenset({"suite", "cache", "cargo_spy"}),  # cargo
+    # A test module's own fixtures, by its file: a cargo build, ops-tools node devnode-bundle.
+    "tests/build/test_artifact.py": frozenset({"built_once"}),
+    "tests/build/test_devnode_bundle.py": frozenset({"bundle"}),
     "tests/devnode": frozenset({"node", "raw_spec"}),  # devnode processes, devnode build-spec
     "tests/docsite": frozenset({"renders", "bundle", "site", "nginx"}),  # mkdocs build, nginx
     "tests/operator": frozenset({"specs", "keystores", "localnet", "sshd", "artifacts",
@@ -53,6 +55,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_GroupsHeld(), "process-lane-groups")
     config.addinivalue_line(
         "markers",
         f"{MARK}: starts a process (node, database, server, subprocess); not in make test-fast",
@@ -80,35 +83,94 @@ LOCALNET_NAMES = frozenset({"localnet_lock", "localnet_stack"})
 
 
 def xdist_group(item: pytest.Item) -> str:
-    """The xdist group of a process test (``--dist loadgroup``): the local network's tests on
-    one worker (fixed ports, one lock), the systemd test hosts' on one (one fleet per session,
-    not per worker), and otherwise the test's file, so a module's fixtures start once."""
+    """The xdist group of one process test on its own (``--dist loadgroup``): the local
+    network's tests on one worker (fixed ports, one lock), the systemd test hosts' on one (one
+    fleet per session, not per worker), and otherwise the test's file, so a module's fixtures
+    start once. ``module_groups`` makes the choice once for a whole module."""
     module = getattr(item, "module", None)
     if module is not None and LOCALNET_NAMES.intersection(vars(module)):
+        return "localnet"
+    # A network of the local chain spec elsewhere (tests/operator's ``localnet``): its nodes
+    # dial the spec's bootnodes, the local network's fixed ports, and would join that network.
+    if "localnet" in getattr(item, "fixturenames", ()):
         return "localnet"
     if "testhosts" in getattr(item, "fixturenames", ()):
         return "testhosts"
     return item.nodeid.split("::")[0]
 
 
+# The shared groups, strongest first: a module with a process test in one of them puts all its
+# process tests there.
+_RANK = {"localnet": 0, "testhosts": 1}
+
+
+def module_groups(items: list[pytest.Item]) -> dict[str, str]:
+    """The group of each module's process tests, by file. One group per module, because a
+    module-scoped fixture is set up on every worker that runs one of its tests: a module whose
+    tests went half to ``testhosts`` and half to their file (tests/build/test_devnode_bundle.py)
+    would build its module fixture twice, on two workers at once."""
+    groups: dict[str, str] = {}
+    for item in items:
+        path, group = item.nodeid.split("::")[0], xdist_group(item)
+        current = groups.setdefault(path, group)
+        if _RANK.get(group, len(_RANK)) < _RANK.get(current, len(_RANK)):
+            groups[path] = group
+    return groups
+
+
 # First, so that `-m process` / `-m "not process"` select on the marks added here, and xdist
 # (whose own hook runs last) sees the groups.
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    process = [item for item in items if starts_process(item)]
+    groups = module_groups([item for item in process
+                            if item.get_closest_marker("xdist_group") is None])
     fast: list[pytest.Item] = []
     deselected: list[pytest.Item] = []
+    chosen = {id(item) for item in process}
     for item in items:
-        if starts_process(item):
+        if id(item) in chosen:
             if item.get_closest_marker(MARK) is None:
                 item.add_marker(MARK)
             if item.get_closest_marker("xdist_group") is None:
-                item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
+                item.add_marker(pytest.mark.xdist_group(groups[item.nodeid.split("::")[0]]))
             deselected.append(item)
         else:
             fast.append(item)
     if config.getoption("fast"):
         config.hook.pytest_deselected(items=deselected)
         items[:] = fast
+
+
+_LOST_GROUP = pytest.StashKey[str]()
+
+
+class _GroupsHeld:
+    """On an xdist worker under ``--dist loadgroup``, after xdist's own hook: every grouped test
+    carries its group in its node id, which is all the scheduler sees. A pytest whose node ids
+    drop it (9.2 with pytest-xdist 3.8, issue 1386 there) scatters every group over all workers
+    without a word: module fixtures on every worker, two local networks at once. Such a test
+    fails before its fixtures start, saying why (an error raised here would only crash the
+    worker, and the controller shows no reason)."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config,
+                                      items: list[pytest.Item]) -> None:
+        if not getattr(config.option, "loadgroup", False):
+            return
+        for item in items:
+            mark = item.get_closest_marker("xdist_group")
+            if mark is not None and "@" not in item.nodeid:
+                item.stash[_LOST_GROUP] = str(mark.args[0] if mark.args else mark.kwargs)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        if (group := item.stash.get(_LOST_GROUP, None)) is not None:
+            pytest.fail(
+                f"--dist loadgroup lost this test's group {group!r}: pytest {pytest.__version__}"
+                " with this pytest-xdist does not keep the group in the node id, so the group's"
+                " tests would run on every worker; install the versions pyproject.toml pins"
+                " (scripts/bootstrap --test) or run serially (make test N=0)", pytrace=False)
 
 
 class ProcessInFastLane(AssertionError):

@@ -1,6 +1,7 @@
 """The fast lane's rules (tests/process_lane.py), on a small suite run in this process: a test
 that uses a process fixture is marked and left out of ``--fast``; an unmarked test that starts a
-process fails there, naming what to do; and ``free_port`` hands out ports nobody else gets."""
+process fails there, naming what to do; ``free_port`` hands out ports nobody else gets; and under
+xdist a module's fixtures start once, the test hosts' tests on one worker."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import socket
 
 import pytest
 
-from tests.conftest import free_port
+from tests.conftest import ROOT, free_port
 
 pytest_plugins = ["pytester"]
 
@@ -83,3 +84,75 @@ def test_free_port_is_not_handed_out_again_but_a_server_gets_it() -> None:
         server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         server.bind(("127.0.0.1", ports.pop()))
         server.listen()
+
+
+# Under xdist (--dist loadgroup) a module-scoped fixture is set up on every worker that runs one
+# of its module's tests. Each module fixture here records its set-up with the worker's id.
+XDIST_SUITE = {
+    # As tests/hosts/fixture.py's: a plugin module's fixture (no directory).
+    "hostsplugin.py": """
+import pytest
+
+@pytest.fixture(scope="session")
+def testhosts():
+    return "a fleet"
+""",
+    "conftest.py": """
+import os
+
+import pytest
+
+@pytest.fixture(scope="module")
+def built(request):
+    with open(os.environ["NET_SETUPS"], "a") as setups:
+        setups.write(f"{request.module.__name__} {os.environ.get('PYTEST_XDIST_WORKER')}\\n")
+""",
+    # Half of its tests use the test hosts: the module's fixture must still be built once.
+    "tests/pkg/test_mixed.py": """
+import pytest
+
+pytestmark = pytest.mark.process
+
+@pytest.mark.parametrize("i", range(4))
+def test_built_alone(built, i):
+    pass
+
+def test_on_a_host(built, testhosts):
+    pass
+""",
+    "tests/pkg/test_plain.py": """
+import pytest
+
+pytestmark = pytest.mark.process
+
+@pytest.mark.parametrize("i", range(8))
+def test_plain(built, i):
+    pass
+""",
+    "tests/hosts/test_hosts_only.py": """
+import pytest
+
+@pytest.mark.parametrize("i", range(4))
+def test_host(built, testhosts, i):
+    pass
+""",
+}
+
+
+@pytest.mark.process  # pytest and its xdist workers in subprocesses
+def test_under_xdist_a_module_fixture_is_set_up_once_and_the_test_hosts_on_one_worker(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pytester.makepyfile(**{path.removesuffix(".py"): body for path, body in XDIST_SUITE.items()})
+    setups = pytester.path / "setups.txt"
+    monkeypatch.setenv("NET_SETUPS", str(setups))
+    # The workers import tests.process_lane and the plugin.
+    monkeypatch.setenv("PYTHONPATH", f"{ROOT}:{pytester.path}")
+    result = pytester.runpytest_subprocess("-p", "tests.process_lane", "-p", "hostsplugin",
+                                           "-n", "3", "--dist", "loadgroup", timeout=300)
+    result.assert_outcomes(passed=17)
+    lines = setups.read_text().split()
+    modules, workers = lines[0::2], dict(zip(lines[0::2], lines[1::2], strict=True))
+    assert sorted(modules) == ["test_hosts_only", "test_mixed", "test_plain"]  # once each
+    # The modules that use the test hosts run on the same worker (one fleet per run).
+    assert workers["test_mixed"] == workers["test_hosts_only"]

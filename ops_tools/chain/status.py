@@ -53,8 +53,17 @@ def wait_finality_advances(
     """Wait until the finalized height grows by ``blocks`` from now, or from ``since`` (a height
     read earlier on the same chain); returns (start, reached)."""
     client = RpcClient(url, timeout=3)
-    start = client.finalized_number() if since is None else since
-    reached = start
+    if since is None:
+        # A node just (re)started may refuse connections for a moment: waited for like the rest.
+        heights: list[int] = []
+
+        def first() -> tuple[bool, str]:
+            heights.append(client.finalized_number())
+            return True, f"finalized #{heights[-1]}"
+
+        wait_for(f"{url} to answer", first, timeout_s, interval_s)
+        since = heights[-1]
+    start = reached = since
 
     def probe() -> tuple[bool, str]:
         nonlocal reached

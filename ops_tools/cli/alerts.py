@@ -4,35 +4,15 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 import typer
 from rich.table import Table
 
 from ops_tools.cli.output import console, print_json
-from ops_tools.deploy.inventory import Inventory, load_inventory
-from ops_tools.errors import InputError
+from ops_tools.deploy.inventory import load_inventory, monitoring_urls
 from ops_tools.monitoring.alerts import Alert, firing_alerts, resolved_alerts
 
 DEFAULT_INVENTORY = Path("inventories/local")
-
-
-def monitoring_urls(inv: Inventory) -> tuple[str, str]:
-    """(prometheus_url, alertmanager_url) of the inventory's monitoring host (plain values in
-    its group_vars, read without templating)."""
-    hosts = inv.hosts("monitoring")
-    if not hosts:
-        raise InputError(f"inventory {inv.path}: no host in group monitoring; deploy"
-                         " roles/monitoring (docs/monitoring.md) or name another inventory")
-    hv: dict[str, Any] = inv.hostvars.get(hosts[0], {})
-    urls = []
-    for key in ("monitoring_prometheus_url", "monitoring_alertmanager_url"):
-        value = str(hv.get(key, ""))
-        if not value or "{{" in value:
-            raise InputError(f"inventory {inv.path}: {hosts[0]}'s {key} is {value!r}; set it to a"
-                             " plain http(s)://HOST:PORT in the monitoring group's vars")
-        urls.append(value)
-    return urls[0], urls[1]
 
 
 def alerts(

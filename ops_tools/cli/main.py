@@ -61,6 +61,12 @@ def _add_alerts(app: typer.Typer) -> None:
     app.command("alerts")(alerts.alerts)
 
 
+def _add_drill(app: typer.Typer) -> None:
+    from ops_tools.cli import drill
+
+    app.command("drill")(drill.drill)
+
+
 def _add_backup(app: typer.Typer) -> None:
     from ops_tools.cli import backup
 
@@ -85,6 +91,12 @@ def _add_operator(app: typer.Typer) -> None:
     app.add_typer(operator.app, name="operator")
 
 
+def _add_containers(app: typer.Typer) -> None:
+    from ops_tools.cli import containers
+
+    app.add_typer(containers.app, name="containers")
+
+
 # In the order the help lists them.
 COMMANDS: dict[str, Callable[[typer.Typer], None]] = {
     "chainspec": _add_chainspec,
@@ -93,10 +105,12 @@ COMMANDS: dict[str, Callable[[typer.Typer], None]] = {
     "reset-cycle": _add_reset_cycle,
     "status": _add_status,
     "alerts": _add_alerts,
+    "drill": _add_drill,
     "backup": _add_backup,
     "restore": _add_restore,
     "gateway": _add_gateway,
     "operator": _add_operator,
+    "containers": _add_containers,
     "docs": _add_docs,
 }
 

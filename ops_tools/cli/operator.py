@@ -6,6 +6,7 @@ network give them (or the playbook ``playbooks/operator_worker.yml`` does).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from ops_tools.wallet.faucet_client import resolve_faucet_url
 from ops_tools.wallet.keystore import default_keystore_dir
 from ops_tools.wallet.passphrase import resolve_passphrase
 from ops_tools.wallet.rpc import resolve_rpc_url
-from ops_tools.worker.config import ENGINE_KINDS
+from ops_tools.worker.config import ENGINE_KINDS, gguf_problem
 
 app = typer.Typer(help="Operator onboarding: GPU, wallet, funds, attestation, stake, worker.",
                   no_args_is_help=True)
@@ -79,6 +80,27 @@ class RichDisplay:
         err_console.print(f"  {message}", markup=False, highlight=False)
 
 
+def _model_file(path: Path, engine_kind: str | None, port: int,
+                on_host: bool = True) -> tuple[Path, str]:
+    """--model-path checked before anything is done: the file, the kind, the port, and (on the
+    host; a container brings its own) llama.cpp's server at hand. Returns the absolute path and
+    the engine's URL."""
+    problem = gguf_problem(path)
+    if problem:
+        raise InputError(f"--model-path: {str(path)!r}: {problem}")
+    if engine_kind not in (None, "llamacpp"):
+        raise InputError(f"--engine-kind: {engine_kind!r} with --model-path: the onboarding"
+                         " serves the file with llama.cpp (llamacpp); for another engine, start"
+                         " it yourself and give --engine-url")
+    if not 1 <= port <= 65535:
+        raise InputError(f"--engine-port: {port}: a TCP port, 1 to 65535")
+    if on_host and importlib.util.find_spec("llama_cpp") is None:
+        raise InputError("--model-path: llama.cpp's server (llama-cpp-python) is not installed"
+                         " beside ops-tools: pip install 'net-ops[llamacpp]', or run the engine"
+                         " yourself and give --engine-url")
+    return path.resolve(), f"http://127.0.0.1:{port}"
+
+
 @app.command("onboard")
 def onboard(
     name: str = NameOpt,
@@ -93,6 +115,14 @@ def onboard(
     engine_kind: str | None = typer.Option(
         None, "--engine-kind", help="The engine's dialect: vllm, sglang, trtllm, llamacpp or"
         " openai (any OpenAI-compatible server, the default); docs/inference.md."),
+    model_path: Path | None = typer.Option(
+        None, "--model-path", help="A GGUF model file on this host: the onboarding runs"
+        " llama.cpp's server for it on loopback (--engine-port; the llamacpp extra; with"
+        " --container the image's own, the file mounted read-only) and the worker serves it"
+        " (engine kind llamacpp; the first --model names it, default the file's name without"
+        " .gguf)."),
+    engine_port: int = typer.Option(8180, "--engine-port", help="With --model-path: the"
+                                    " loopback port of llama.cpp's server."),
     model: list[str] = typer.Option([], "--model", help="Announce only these models."),
     no_gpu: bool = typer.Option(False, "--no-gpu", help="Record that the worker has no GPU"
                                 " (test network only)."),
@@ -130,20 +160,38 @@ def onboard(
     until: str | None = typer.Option(
         None, "--until", help="Stop after this step (the playbook deploys the worker after the"
         " stake step, then runs the rest)."),
+    container: bool = typer.Option(False, "--container", help="Run the worker as a Docker"
+                                   " container of --image (docs/containers.md) instead of a"
+                                   " systemd unit or supervisor program."),
+    image: str = typer.Option("net-worker:llamacpp", "--image", help="--container: the"
+                              " worker's image (net-worker:llamacpp|vllm|sglang|trtllm)."),
+    docker_host: str | None = typer.Option(None, "--docker-host", help="--container: the"
+                                           " Docker daemon (default $DOCKER_HOST, else the"
+                                           " system's)."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before acting."),
     json_out: bool = JsonOpt,
 ) -> None:
     """Onboard an operator: every step journaled; run again to continue where it stopped."""
     inputs.account_name(name)
-    if test_engine == (engine_url is not None):
-        raise InputError("--engine-url / --test-engine: give exactly one (the engine the worker"
-                         " serves, or the built-in test engine on the test network)")
+    if sum((test_engine, engine_url is not None, model_path is not None)) != 1:
+        raise InputError("--engine-url / --model-path / --test-engine: give exactly one (the"
+                         " engine the worker serves, a GGUF model file to serve with llama.cpp,"
+                         " or the built-in test engine on the test network)")
+    if model_path is not None:
+        model_path, engine_url = _model_file(model_path, engine_kind, engine_port,
+                                             on_host=not container)
+        engine_kind = "llamacpp"
     if engine_kind is not None and (engine_kind not in ENGINE_KINDS or engine_kind == "test"):
         raise InputError(f"--engine-kind: {engine_kind!r}: use one of vllm, sglang, trtllm,"
                          " llamacpp, openai (the test engine is --test-engine)")
     if engine_kind is not None and test_engine:
         raise InputError("--engine-kind: the built-in test engine has no other dialect; give"
                          " --engine-url with --engine-kind")
+    if (image != "net-worker:llamacpp" or docker_host) and not container:
+        raise InputError("--image / --docker-host: only with --container")
+    if container and worker_manifest is not None:
+        raise InputError("--worker-manifest / --container: give one (a worker that roles/worker"
+                         " deployed, or the worker as a container of --image)")
     local = paths.localnet_dir()
     local_supervisor = _local(paths.supervisor_conf(local))
     if service_manager is None:
@@ -168,6 +216,8 @@ def onboard(
         stake=stake,
         engine_url=TEST_ENGINE if test_engine else str(engine_url).rstrip("/"),
         engine_kind=engine_kind,
+        model_path=model_path,
+        engine_port=engine_port,
         models=model,
         no_gpu=no_gpu,
         gateway_key_file=gateway_key_file
@@ -180,6 +230,9 @@ def onboard(
         worker_public_url=worker_public_url,
         timeout_s=timeout,
         worker_manifest=worker_manifest,
+        container=container,
+        container_image=image,
+        docker_host=docker_host,
     )
     if opts.run_as == ROOT and worker_manifest is None:
         err_console.print(f"warning: --service-user root: the worker, which talks to the"
@@ -187,8 +240,11 @@ def onboard(
                           f" option out to run it as {DEFAULT_SERVICE_USER}", markup=False,
                           highlight=False)
     if not yes and not json_out and err_console.is_terminal:
-        typer.confirm(f"Onboard operator {name!r} on {opts.rpc_url} (stake, faucet drip, a"
-                      f" {service_manager} service)?", abort=True)
+        what = (f"a container of {image}" if container
+                else f"the worker {worker_manifest} records" if worker_manifest is not None
+                else f"a {service_manager} service")
+        typer.confirm(f"Onboard operator {name!r} on {opts.rpc_url} (stake, faucet drip,"
+                      f" {what})?", abort=True)
     result = runner.onboard(opts, RichDisplay(), until=until)
     out = report.onboarding_report(result.journal, result.ran, result.skipped,
                                       result.redone)

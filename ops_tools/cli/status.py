@@ -45,8 +45,8 @@ def _print_last_reset(inventory: Path) -> None:
 
 def _print_firing(inventory: Path) -> None:
     # What Alertmanager has firing, when the inventory deploys the monitoring (docs/monitoring.md).
-    from ops_tools.cli.alerts import monitoring_urls, print_alerts
-    from ops_tools.deploy.inventory import load_inventory
+    from ops_tools.cli.alerts import print_alerts
+    from ops_tools.deploy.inventory import load_inventory, monitoring_urls
     from ops_tools.errors import OpsError
     from ops_tools.monitoring.alerts import firing_alerts
 

@@ -144,3 +144,53 @@ def wait_for_alert(alertmanager_url: str, alertname: str,
             raise OpsError(f"alert {alertname} {dict(labels or {})} did not {what} in"
                            f" {timeout_s:.0f} s at {alertmanager_url}")
         time.sleep(poll_s)
+
+
+def query(prometheus_url: str, expr: str, timeout: float = 5.0) -> list[dict[str, Any]]:
+    """The result vector of an instant query."""
+    base = _check_url("prometheus_url", prometheus_url)
+    url = f"{base}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    return list(((_get_json(url, timeout) or {}).get("data") or {}).get("result") or [])
+
+
+def _rule(prometheus_url: str, alertname: str, timeout: float) -> dict[str, Any]:
+    base = _check_url("prometheus_url", prometheus_url)
+    groups = ((_get_json(f"{base}/api/v1/rules?type=alert", timeout) or {}).get("data")
+              or {}).get("groups") or []
+    for group in groups:
+        for rule in group.get("rules") or []:
+            if rule.get("name") == alertname:
+                return dict(rule)
+    raise OpsError(f"Prometheus at {base} has no alert rule {alertname}; is roles/monitoring"
+                   " converged with its rules?")
+
+
+def rule_expression(prometheus_url: str, alertname: str, timeout: float = 5.0) -> str:
+    return str(_rule(prometheus_url, alertname, timeout).get("query") or "")
+
+
+def rule_for_s(prometheus_url: str, alertname: str, timeout: float = 5.0) -> float:
+    """The rule's ``for:`` in seconds, as Prometheus loaded it."""
+    return float(_rule(prometheus_url, alertname, timeout).get("duration") or 0)
+
+
+def scrape_interval_s(prometheus_url: str, timeout: float = 5.0) -> float:
+    """The longest scrape interval of the active targets, in seconds."""
+    base = _check_url("prometheus_url", prometheus_url)
+    targets = ((_get_json(f"{base}/api/v1/targets?state=active", timeout) or {}).get("data")
+               or {}).get("activeTargets") or []
+    return max((parse_duration_s(str(t.get("scrapeInterval") or "0s")) for t in targets),
+               default=0.0)
+
+
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration_s(text: str) -> float:
+    """A Prometheus duration (``1m30s``, ``2s``, ``500ms``) in seconds (pure)."""
+    import re
+
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)", text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise OpsError(f"{text!r} is not a Prometheus duration")
+    return sum(float(n) * _UNITS[u] for n, u in parts)

@@ -6,7 +6,8 @@ detection, wallet, funding, attestation, stake bind, daemon, first heartbeat. Ea
 journaled, so a run that stopped continues where it stopped and repeats nothing that is done.
 
 Dependencies: ``wallet`` (keystore, chain calls, faucet and attestation clients), ``chain``, and
-the attestation service's pure verifier (``services.attestation.verify``) to check a report
+the attestation report's pure verifier (``attestation.verify``, the checks of the service's
+``/v1/verify``) to check a report
 locally before it is bound on chain. Never ``deploy`` or ``reset``; the CLI supplies the local
 network's defaults.
 """

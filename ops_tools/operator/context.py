@@ -39,6 +39,11 @@ class Options:
     stake: int | None = None  # None: MinStake
     engine_url: str = TEST_ENGINE  # "test" (--test-engine) or an OpenAI-compatible engine's URL
     engine_kind: str | None = None  # the engine's dialect (--engine-kind); None: the worker's
+    # A GGUF model file (--model-path): the onboarding runs llama.cpp's server for it on
+    # loopback engine_port (its own program beside the worker's; with --container, the
+    # container's own engine) and engine_url points there.
+    model_path: Path | None = None
+    engine_port: int = 8180
     models: list[str] = field(default_factory=list)
     no_gpu: bool = False
     # An API key of the gateway for the test request; None: no test request.
@@ -59,6 +64,11 @@ class Options:
     # The worker is deployed by roles/worker (playbooks/operator_worker.yml): its deployed
     # manifest names the program; the daemon step installs nothing and waits for it.
     worker_manifest: Path | None = None
+    # --container: the worker as a Docker container of this image (docs/containers.md) instead
+    # of a systemd unit or supervisor program; docker_host None: $DOCKER_HOST, else the default.
+    container: bool = False
+    container_image: str = "net-worker:llamacpp"
+    docker_host: str | None = None
 
     @property
     def journal_path(self) -> Path:
@@ -71,6 +81,15 @@ class Options:
     @property
     def program(self) -> str:
         return f"net-worker-{self.name}"
+
+    @property
+    def container_dir(self) -> Path:
+        return self.state_dir / "container"
+
+    @property
+    def engine_program(self) -> str:
+        """The llama.cpp server's program (with --model-path)."""
+        return f"net-engine-{self.name}"
 
     @property
     def run_as(self) -> str | None:

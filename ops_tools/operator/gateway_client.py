@@ -63,15 +63,16 @@ def _chat(client: httpx.Client, url: str, key: str, model: str) -> Answer:
 
 
 def request_served_by(gateway_url: str, key: str, model: str, operator: str, *,
-                      rounds: int = 20, burst: int = 4) -> Answer:
+                      rounds: int = 20, burst: int = 4, timeout_s: float = 60) -> Answer:
     """A chat completion through the gateway that ``operator``'s worker answered.
 
     The gateway picks the least busy live worker (ties to the one it knew first), so a single
     request may go to another operator's idle worker: requests are sent in small concurrent
-    bursts, which spread over the live workers, until one is answered by ours.
+    bursts, which spread over the live workers, until one is answered by ours. ``timeout_s``
+    bounds each request: a CPU engine answers a burst one request after the other.
     """
     seen: list[str] = []
-    with httpx.Client(timeout=60) as client, \
+    with httpx.Client(timeout=timeout_s) as client, \
             concurrent.futures.ThreadPoolExecutor(burst) as pool:
         for _ in range(rounds):
             answers = list(pool.map(lambda _i: _chat(client, gateway_url, key, model),

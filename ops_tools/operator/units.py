@@ -3,6 +3,7 @@ program. Pure text from the options; writing and starting them is ``steps.daemon
 
 from __future__ import annotations
 
+import os
 import shlex
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,20 @@ def worker_config(opts: Options, genesis_hash: str, passphrase_file: Path) -> st
     }
     if opts.engine_kind is not None:
         config["engine_kind"] = opts.engine_kind
+    if opts.model_path is not None:  # the worker counts streamed usage with its tokenizer
+        config["engine_model_path"] = str(opts.model_path)
+    return "# Written by ops-tools operator onboard (docs/operator.md).\n" + yaml.safe_dump(
+        config, sort_keys=True)
+
+
+def engine_config(opts: Options) -> str:
+    """net-local-engine's settings for --model-path: llama.cpp's server on loopback."""
+    assert opts.model_path is not None
+    config = {"kind": "llamacpp", "listen_host": "127.0.0.1", "listen_port": opts.engine_port,
+              "model_path": str(opts.model_path), "threads": os.cpu_count() or 2,
+              "state_dir": str(opts.state_dir)}
+    if opts.models:
+        config["model_alias"] = opts.models[0]
     return "# Written by ops-tools operator onboard (docs/operator.md).\n" + yaml.safe_dump(
         config, sort_keys=True)
 
@@ -42,6 +57,11 @@ def worker_config(opts: Options, genesis_hash: str, passphrase_file: Path) -> st
 def _command(opts: Options) -> str:
     return f"{shlex.quote(str(opts.worker_executable))} --config" \
            f" {shlex.quote(str(opts.state_dir / 'worker.yml'))}"
+
+
+def _engine_command(opts: Options) -> str:
+    engine = opts.worker_executable.with_name("net-local-engine")
+    return f"{shlex.quote(str(engine))} --config {shlex.quote(str(opts.state_dir / 'engine.yml'))}"
 
 
 def _user_lines(opts: Options) -> str:
@@ -111,10 +131,14 @@ WantedBy=multi-user.target
 
 
 def supervisor_program(opts: Options) -> str:
+    return _supervisor_program(opts, opts.program, _command(opts), "worker.log")
+
+
+def _supervisor_program(opts: Options, program: str, command: str, log: str) -> str:
     user = f"user={opts.run_as}\n" if opts.run_as else ""
     return f"""; Written by ops-tools operator onboard (docs/operator.md); a re-run overwrites it.
-[program:{opts.program}]
-command={_command(opts)}
+[program:{program}]
+command={command}
 directory={opts.state_dir}
 {user}autostart=true
 autorestart=true
@@ -125,7 +149,44 @@ stopwaitsecs=20
 stopasgroup=true
 killasgroup=true
 redirect_stderr=true
-stdout_logfile={opts.state_dir / 'worker.log'}
+stdout_logfile={opts.state_dir / log}
 stdout_logfile_maxbytes=10MB
 stdout_logfile_backups=3
 """
+
+
+def engine_systemd_unit(opts: Options) -> str:
+    """llama.cpp's server for --model-path: loopback only, no authentication of its own (only
+    the worker beside it calls it); it reads the model file, writes nothing."""
+    user = _user_lines(opts)
+    return f"""# Written by ops-tools operator onboard (docs/operator.md); a re-run overwrites it.
+[Unit]
+Description=NET operator engine {opts.name} (llama.cpp, {opts.model_path})
+After=network-online.target
+Before={opts.program}.service
+
+[Service]
+Type=simple
+{user}ExecStart={_engine_command(opts)}
+Restart=always
+RestartSec=5
+TimeoutStopSec=20
+NoNewPrivileges=true
+ProtectSystem=strict
+ProtectHome=read-only
+PrivateTmp=true
+ProtectKernelTunables=true
+ProtectKernelModules=true
+ProtectControlGroups=true
+RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX
+RestrictSUIDSGID=true
+LockPersonality=true
+UMask=0077
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def engine_supervisor_program(opts: Options) -> str:
+    return _supervisor_program(opts, opts.engine_program, _engine_command(opts), "engine.log")

@@ -19,6 +19,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ops_tools.asgi_stream import DisconnectWatch, PassThrough
+from ops_tools.worker.drain import DRAINING, Drain
 from ops_tools.worker.engines import EngineFront
 
 JSON = "application/json"
@@ -45,11 +46,26 @@ def build_app(
     on_stop: Callable[[], Awaitable[Any]] | None = None,
     status: Callable[[], dict[str, Any]] | None = None,
     ready: Callable[[], str | None] | None = None,
+    drain: Drain | None = None,
 ) -> Starlette:
     """``token``: this worker's current gateway token (None until the gateway admitted it);
-    ``token`` None: no authentication (the test engine served as a stand-alone engine)."""
+    ``token`` None: no authentication (the test engine served as a stand-alone engine).
+    ``drain``: while it drains, new requests, ``/health`` and ``/ready`` answer 503 (the
+    gateway retries elsewhere and stops routing here); wrap the app with ``drain.wrap`` to
+    count the requests in flight."""
+
+    def draining() -> Response | None:
+        if drain is None or not drain.draining:
+            return None
+        body = {"error": {"message": DRAINING, "type": "server_error", "param": None,
+                          "code": "draining"}}
+        return Response(orjson.dumps(body), 503, headers={"Retry-After": "2"},
+                        media_type=JSON)
 
     async def inference(request: Request) -> Response:
+        refused = draining()
+        if refused is not None:
+            return refused
         if token is not None:
             current = token()
             given = request.headers.get("authorization", "").encode()
@@ -89,6 +105,9 @@ def build_app(
     async def health(request: Request) -> Response:
         """The gateway's health check reads ``engine_load`` here and routes by it (within the
         bounds it sets: it is this worker's claim)."""
+        refused = draining()
+        if refused is not None:
+            return refused
         body: dict[str, Any] = {"status": "ok", "engine": engine.name,
                                 "engine_kind": engine.kind, **(status() if status else {})}
         try:
@@ -102,7 +121,8 @@ def build_app(
     async def is_ready(request: Request) -> Response:
         """200 once the engine answers and the liveness duties (announce, heartbeats) went
         through; 503 with the reason and ``Retry-After`` otherwise."""
-        problem = ready() if ready else None
+        problem = DRAINING if drain is not None and drain.draining else None
+        problem = problem or (ready() if ready else None)
         if problem is None:
             problem = await engine.ready()
         if problem is not None:

@@ -20,6 +20,7 @@ from ops_tools.wallet.passphrase import read_passphrase_file
 from ops_tools.worker import app as server
 from ops_tools.worker import config as settings
 from ops_tools.worker import sdnotify
+from ops_tools.worker.drain import Drain, DrainingServer
 from ops_tools.worker.engines import ENGINE_KINDS, EngineFront, make_engine
 from ops_tools.worker.liveness import Liveness
 
@@ -32,10 +33,13 @@ def load_keypair(s: settings.WorkerSettings) -> Keypair:
     return keystore.unlock_hotkey(s.account, read_passphrase_file(s.passphrase_file))
 
 
+def _config(app: Any, host: str, port: int, log_level: str) -> uvicorn.Config:
+    return uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
+                          timeout_graceful_shutdown=10)
+
+
 def _serve(app: Any, host: str, port: int, log_level: str) -> None:
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
-                            timeout_graceful_shutdown=10)
-    uvicorn.Server(config).run()
+    uvicorn.Server(_config(app, host, port, log_level)).run()
 
 
 def worker_main(argv: list[str] | None = None) -> None:
@@ -72,7 +76,8 @@ def worker_main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(message)s")
     assert s.engine_kind is not None
     engine = EngineFront(
-        [make_engine(s.engine_kind, s.engine_url, s.models, s.test_engine_token_delay_ms)]
+        [make_engine(s.engine_kind, s.engine_url, s.models, s.test_engine_token_delay_ms,
+                      s.engine_model_path)]
         + [make_engine(extra.kind, extra.url, []) for extra in s.extra_engines],
         [[] if s.engine_kind == settings.TEST_ENGINE else list(s.models)]
         + [list(extra.models) for extra in s.extra_engines])
@@ -86,8 +91,10 @@ def worker_main(argv: list[str] | None = None) -> None:
         sdnotify.notify("READY=1")
 
     async def on_stop() -> None:
-        if "liveness" in holder:
-            await asyncio.to_thread(holder["liveness"].stop)
+        # Once: a drain has stopped the liveness duties already.
+        live = holder.pop("liveness", None)
+        if live is not None:
+            await asyncio.to_thread(live.stop)
 
     def status() -> dict[str, Any]:
         live = holder.get("liveness")
@@ -110,9 +117,18 @@ def worker_main(argv: list[str] | None = None) -> None:
         live = holder.get("liveness")
         return live.state.gateway_token if live is not None else None
 
+    drain = Drain()
     app = server.build_app(engine, token, on_start=on_start, on_stop=on_stop, status=status,
-                           ready=ready)
-    _serve(app, s.listen_host, s.listen_port, log_level)
+                           ready=ready, drain=drain)
+
+    async def on_drain() -> None:
+        # No more announcements nor heartbeats: the gateway stops routing here (and its health
+        # check sees 503); the requests in flight already passed the token check.
+        await on_stop()
+        sdnotify.notify("STOPPING=1")
+
+    config = _config(drain.wrap(app), s.listen_host, s.listen_port, log_level)
+    DrainingServer(config, drain, s.drain_timeout_s, on_drain).run()
 
 
 def test_engine_main(argv: list[str] | None = None) -> None:

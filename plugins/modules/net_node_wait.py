@@ -129,8 +129,8 @@ def main() -> None:
         served = _first_answer(p["url"], start + p["timeout"], p["peer_id"])
     except OtherNode as exc:
         module.fail_json(
-            msg=f"expected this node at {p['url']} within {p['timeout']} s, but {exc}: is another"
-            f" network using these ports? Stop it, or give this one other ports{hint}",
+            msg=f"expected this node at {p['url']} within {p['timeout']} s, but {exc}: is"
+            f" another network on the same ports? Stop it, or give this one other ports{hint}",
             waited=round(time.monotonic() - start, 1),
             **out,
         )

@@ -10,6 +10,7 @@ import pytest
 
 from tests.ansible.conftest import VENV_BIN, ansible_env, run, tail
 from tests.conftest import free_port
+from tests.localnet_lock import localnet_lock
 
 pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
 
@@ -17,19 +18,21 @@ pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
 def test_status_of_a_network_that_is_not_running(tmp_path: Path) -> None:
     out_dir = tmp_path / "status"
     port = free_port()  # nothing listens there: every node's RPC is down
-    proc = run(
-        [
-            str(VENV_BIN / "ansible-playbook"),
-            "-i",
-            "inventories/local",
-            "playbooks/status.yml",
-            "-e",
-            f"status_out_dir={out_dir}",
-            "-e",
-            f"node_rpc_port={port}",
-        ],
-        env=ansible_env(NET_LOCALNET_DIR=str(tmp_path / "state")),
-    )
+    # The services' ports are the local network's own: none may run meanwhile.
+    with localnet_lock():
+        proc = run(
+            [
+                str(VENV_BIN / "ansible-playbook"),
+                "-i",
+                "inventories/local",
+                "playbooks/status.yml",
+                "-e",
+                f"status_out_dir={out_dir}",
+                "-e",
+                f"node_rpc_port={port}",
+            ],
+            env=ansible_env(NET_LOCALNET_DIR=str(tmp_path / "state")),
+        )
     assert proc.returncode == 0, tail(proc)
     statuses = {p.name: json.loads(p.read_text()) for p in out_dir.iterdir()}
     services = {n for n, s in statuses.items() if s.get("role") == "service"}

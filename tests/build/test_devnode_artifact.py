@@ -79,6 +79,7 @@ def test_devnode_artifact_mechanics_with_a_stand_in(node_artifact: Path, tmp_pat
         make_devnode_artifact(art.directory, out=tmp_path / "again", devnode=str(stand_in))
 
 
+@pytest.mark.process  # ops-tools as a subprocess
 def test_devnode_artifact_refuses_a_broken_source(tmp_path: Path):
     (tmp_path / "empty").mkdir()
     proc = run_cli("node", "devnode-artifact", "--from", str(tmp_path / "empty"),

@@ -185,6 +185,7 @@ def test_unusual_layouts_fall_back_to_the_general_path(small_thresholds, tmp_pat
     assert genesis_of_file(path).genesis_hash == compute_genesis(load_spec(path)).genesis_hash
 
 
+@pytest.mark.process  # large specs are hashed in worker processes
 @pytest.mark.parametrize("name", sorted(PUBLISHED))
 def test_public_vectors_through_the_fast_paths(small_thresholds, vectors_dir, name):
     path = vectors_dir / name

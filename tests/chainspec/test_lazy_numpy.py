@@ -51,6 +51,7 @@ def test_the_fast_path_does_load_it():
     assert _loads_numpy(code)
 
 
+@pytest.mark.process  # a fresh interpreter tells whether numpy was imported
 @pytest.mark.parametrize("name", sorted(PUBLISHED))
 def test_real_specs_are_hashed_without_numpy(vectors_dir: Path, name: str):
     code = (

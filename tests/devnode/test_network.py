@@ -151,6 +151,33 @@ def test_one_authority_down_stalls_finality_then_recovers(network):
     )
 
 
+def test_a_removed_reserved_peer_is_refused_both_ways_until_added_again(network):
+    alice, bob, full = network
+    bob.wait_for(lambda: bob.call("system_health")["peers"] == 2, timeout=60, what="bob's peers")
+    others = {n.call("system_localPeerId"): n for n in (alice, full)}
+    for peer in others:
+        assert bob.call("system_removeReservedPeer", [peer]) is None
+    assert bob.call("devnode_blockedPeers") == sorted(others)
+    bob.wait_for(lambda: bob.call("system_health")["peers"] == 0, what="bob cut off")
+    # alice and the full node keep dialling bob (it is their bootnode); he keeps refusing.
+    time.sleep(5)
+    assert bob.call("system_health")["peers"] == 0
+    stalled = alice.finalized()
+    alice.wait_for(lambda: alice.best() > stalled + 4, timeout=30, what="alice's blocks alone")
+    assert alice.finalized() == stalled
+    for node in others.values():
+        assert bob.call("system_addReservedPeer", [node.bootnode()]) is None
+    assert bob.call("devnode_blockedPeers") == []
+    bob.wait_for(lambda: bob.call("system_health")["peers"] == 2, timeout=60, what="bob back")
+    alice.wait_for(lambda: alice.finalized() > stalled + 2, timeout=60, what="finality to resume")
+
+
+def test_removing_a_peer_needs_a_peer_id(network):
+    _, bob, _ = network
+    with pytest.raises(RuntimeError, match="expected a peer id"):
+        bob.call("system_removeReservedPeer", [42])
+
+
 def test_node_of_another_genesis_is_refused(network, tmp_path):
     alice, _, _ = network
     other = make_plain_spec(

@@ -8,6 +8,7 @@ import pytest
 import requests
 import websocket
 
+from ops_tools.chain.status import wait_for
 from tests.devnode.conftest import Node
 
 
@@ -142,6 +143,13 @@ def test_system_methods(node):
         "state_call",
     ):
         assert m in methods
+    # its own extensions answer but stay unlisted (polkadot.js warns about unknown methods)
+    assert not [m for m in methods if m.startswith("devnode_")]
+    assert node.call("devnode_blockedPeers") == []
+    # Past genesis (which has no justification): a loaded machine may not have finalized #1 yet.
+    wait_for("a finalized block past genesis",
+             lambda: (int(node.call("chain_getHeader", [node.call("chain_getFinalizedHead")])
+                          ["number"], 16) > 0, "finalized head still genesis"), 60)
     block = node.call("chain_getBlock", [node.call("chain_getFinalizedHead")])
     assert block["justifications"][0][0] == list(b"FRNK")
 

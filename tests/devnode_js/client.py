@@ -87,7 +87,7 @@ def check_in_block_then_finalized(step: dict[str, Any]) -> None:
 
 
 def check_connection(report: dict[str, Any], token_symbol: str) -> None:
-    assert report["logged"] == [], "the client logged warnings or errors"
+    assert report["logged"] == [], f"the client logged warnings or errors: {report['logged']}"
     assert report["metadataVersion"] == 15
     assert report["properties"] == {
         "ss58Format": 42,

@@ -24,8 +24,10 @@ from ops_tools.build.devnode_bundle import (
 PREFIX = "opt/net/venv"
 SITE = f"{PREFIX}/lib/python3.11/site-packages"
 # docs/development.md: the services use chain, chainspec and the attestation formats; the worker
-# (ops_tools/worker) and the operator use wallet.
-PACKAGES = ("services", "worker", "attestation", "chain", "chainspec", "wallet", "operator")
+# (ops_tools/worker) and the operator use wallet; the operator uses containers (onboard
+# --container).
+PACKAGES = ("services", "worker", "attestation", "chain", "chainspec", "wallet", "operator",
+            "containers")
 # What `ops-tools operator` imports besides (ops_tools/cli/main.py imports each command's module
 # only when that command runs).
 MODULES = ("cli/__init__.py", "cli/main.py", "cli/output.py", "cli/operator.py",

@@ -49,8 +49,21 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 @pytest.fixture(scope="module")
-def engine_url(tmp_path_factory) -> Iterator[str]:
-    tmp = tmp_path_factory.mktemp("llamacpp")
+def engine_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("llamacpp")
+
+
+@pytest.fixture(scope="module")
+def model_file(engine_url, engine_dir) -> Path:
+    """The GGUF file the engine serves (net-local-engine assembles it under state_dir/model)."""
+    found = list((engine_dir / "model").glob("*.gguf"))
+    assert len(found) == 1, found
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def engine_url(engine_dir) -> Iterator[str]:
+    tmp = engine_dir
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     # Before the engine runs, the worker says it is not ready.
@@ -85,11 +98,16 @@ def _client(front: EngineFront) -> httpx.AsyncClient:
     ("/v1/chat/completions", {"messages": [{"role": "system", "content": "Be brief."},
                                            {"role": "user", "content": "Name a colour."}]}),
 ])
-def test_the_stream_gets_the_engines_own_usage(engine_url, path, request_part):
+@pytest.mark.parametrize("counter", ["engine", "worker"])
+def test_the_stream_gets_the_engines_own_usage(engine_url, model_file, path, request_part,
+                                               counter):
+    """Counted by the engine (/extras/tokenize/count) or by the worker with the model's own
+    tokenizer (engine_model_path): either way the engine's unstreamed usage."""
     body = {"model": MODEL, "max_tokens": 12, "temperature": 0, **request_part}
+    model_path = model_file if counter == "worker" else None
 
     async def run() -> None:
-        front = EngineFront([make_engine("llamacpp", engine_url, [])])
+        front = EngineFront([make_engine("llamacpp", engine_url, [], model_path=model_path)])
         async with _client(front) as client:
             whole = (await client.post(path, content=orjson.dumps(body))).json()
             streamed = await client.post(path, content=orjson.dumps(
@@ -110,69 +128,74 @@ def test_the_stream_gets_the_engines_own_usage(engine_url, path, request_part):
     asyncio.run(run())
 
 
-def test_a_stream_without_the_option_passes_through_untouched(engine_url):
-    body = {"model": MODEL, "prompt": "Water boils at", "max_tokens": 4, "temperature": 0,
-            "stream": True}
+def test_with_the_model_file_a_streams_usage_does_not_wait_for_the_next_request(engine_url,
+                                                                               model_file):
+    """The engine's tokenizer endpoint waits for its one lock, behind requests queued there:
+    counted by the engine, the first stream's usage (and its end) would come only after the
+    second stream's whole answer. With the model file, the worker counts in process, so the
+    first stream has ended before the engine even starts the second."""
+    first = {"model": MODEL, "prompt": "Water boils at", "max_tokens": 8, "temperature": 0,
+             "stream": True, "stream_options": {"include_usage": True}}
+    second = {**first, "prompt": "Once upon a time"}
 
-    async def run() -> None:
-        front = EngineFront([make_engine("llamacpp", engine_url, [])])
-        async with _client(front) as client:
-            streamed = await client.post("/v1/completions", content=orjson.dumps(body))
+    async def run() -> list[str]:
+        front = EngineFront([make_engine("llamacpp", engine_url, [], model_path=model_file)])
+        assert await front.ready() is None  # loads the tokenizer
+        seen: list[str] = []
+        started = asyncio.Event()
+
+        async def stream(name: str, body: dict[str, object]) -> None:
+            # The adapter's stream itself: the app under httpx's ASGI transport would buffer it.
+            answer = await front.answer("/v1/completions", orjson.dumps(body))
+            assert answer.stream is not None
+            try:
+                async for piece in answer.stream:
+                    if b'"text"' in piece and f"{name} text" not in seen:
+                        seen.append(f"{name} text")
+                        started.set()  # the engine runs this one: the next one queues
+                    if b"data: [DONE]" in piece:
+                        seen.append(f"{name} done")
+            finally:
+                answer.close()
+
+        one = asyncio.ensure_future(stream("first", first))
+        await started.wait()
+        await asyncio.gather(one, stream("second", second))
         await front.aclose()
-        events = [line[6:] for line in streamed.text.splitlines() if line.startswith("data: ")]
-        assert events[-1] == "[DONE]"
-        assert all("usage" not in orjson.loads(e) for e in events[:-1])
+        return seen
 
-    asyncio.run(run())
+    assert asyncio.run(run()) == ["first text", "first done", "second text", "second done"]
 
 
-def test_load_counts_the_requests_in_flight(engine_url):
-    body = {"model": MODEL, "prompt": "Once upon a time", "max_tokens": 48, "temperature": 0,
-            "stream": True}
-
-    async def run() -> None:
-        front = EngineFront([make_engine("llamacpp", engine_url, [])])
-        async with _client(front) as client:
-            assert (await client.get("/health")).json()["engine_load"] == {"running": 0,
-                                                                          "waiting": 0}
-            streams = [asyncio.ensure_future(client.post("/v1/completions",
-                                                         content=orjson.dumps(body)))
-                       for _ in range(2)]
-            seen = None
-            while not all(s.done() for s in streams):
-                load = (await client.get("/health")).json()["engine_load"]
-                if load["running"] + load["waiting"] == 2:
-                    seen = load
-                await asyncio.sleep(0.05)
-            await asyncio.gather(*streams)
-            after = (await client.get("/health")).json()["engine_load"]
-        await front.aclose()
-        assert seen == {"running": 1, "waiting": 1}
-        assert after == {"running": 0, "waiting": 0}
-
-    asyncio.run(run())
-
-
-def test_the_engines_error_reaches_the_gateway_in_the_openai_shape(engine_url):
-    bad = b'{"model": "gemma-3-270m", "prompt": "x", "max_tokens": "many"}'
-    direct = httpx.post(engine_url + "/v1/completions", content=bad,
-                        headers={"Content-Type": "application/json"}, timeout=60)
-    assert direct.status_code >= 400
-
-    async def run() -> httpx.Response:
-        front = EngineFront([make_engine("llamacpp", engine_url, [])])
-        try:
-            async with _client(front) as client:
-                return await client.post("/v1/completions", content=bad)
-        finally:
-            await front.aclose()
-
-    answer = asyncio.run(run())
-    assert answer.status_code == direct.status_code
-    assert set(answer.json()) == {"error"}
-    error, own = answer.json()["error"], direct.json()["error"]
-    assert (error["message"], error["type"]) == (own["message"], own["type"])
-    assert "max_tokens" in error["message"]
+def test_a_local_engine_serves_a_model_file_under_its_own_name(model_file, tmp_path):
+    """``operator onboard --model-path``: net-local-engine serves the operator's GGUF file (here
+    the packaged model's, copied elsewhere) under the alias asked for."""
+    own = tmp_path / "own-model.gguf"
+    own.symlink_to(model_file)
+    port = free_port()
+    config = tmp_path / "engine.yml"
+    config.write_text(f"kind: llamacpp\nlisten_port: {port}\nmodel_path: {own}\n"
+                      "model_alias: my-model\nthreads: 2\n")
+    proc = subprocess.Popen([str(LOCAL_ENGINE), "--config", str(config)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 600
+        while True:
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]  # type: ignore
+            assert time.monotonic() < deadline, "the llama.cpp server did not come up"
+            try:
+                listed = httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=10)
+                break
+            except httpx.HTTPError:
+                time.sleep(1)
+        assert [m["id"] for m in listed.json()["data"]] == ["my-model"]
+        answer = httpx.post(f"http://127.0.0.1:{port}/v1/completions", timeout=300, json={
+            "model": "my-model", "prompt": "The capital of France is", "max_tokens": 4,
+            "temperature": 0})
+        assert answer.status_code == 200 and answer.json()["choices"][0]["text"]
+    finally:
+        stop(proc)
 
 
 def test_a_local_engine_refuses_to_listen_beyond_loopback(tmp_path):

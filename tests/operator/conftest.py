@@ -386,6 +386,9 @@ class Operator:
             "node_prometheus_enabled": False,
             "node_bootnodes": bootnodes,
             "full_node_sync_timeout": 60,
+            # The role's 30 s for the first imported block is an operator's machine's; here the
+            # node syncs beside other suites on two shared cores (xdist workers, other runs).
+            "node_ready_block_timeout": 120,
             **extra,
         }
         path = self.root / "hosts.yml"

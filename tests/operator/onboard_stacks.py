@@ -99,8 +99,16 @@ def _base(tmp: Path, passphrase: str) -> dict[str, Any]:
             "settlement_account": FERDIE}
 
 
+# The test gateway forgets a worker after 15 s (its admission tests wait for that), which is the
+# worker's announcement interval: a worker onboarded here would drop out of routing for a moment
+# every cycle. The product's default (60 s) is four intervals.
+ONBOARD_GATEWAY: dict[str, Any] = {"worker_ttl_s": 60.0}
+
+
 @contextlib.contextmanager
-def ports_stack(tmp: Path, passphrase: str) -> Iterator[dict[str, Any]]:
+def ports_stack(tmp: Path, passphrase: str,
+                gateway_extra: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
+    """``gateway_extra``: settings over the test gateway's (harness.start_gateway)."""
     net = _base(tmp, passphrase)
     procs: list[Proc] = []
     conf: Path | None = None
@@ -118,7 +126,8 @@ def ports_stack(tmp: Path, passphrase: str) -> Iterator[dict[str, Any]]:
             "rpc_url": chain.ws,
             "mock_root_seed_file": str(secret_file(tmp / "a.seed", "onboard-test-seed-4d2"))})
         procs.append(proc)
-        gateway = start_gateway(tmp / "gateway", chain, f"sqlite:///{tmp / 'gw.sqlite3'}")
+        gateway = start_gateway(tmp / "gateway", chain, f"sqlite:///{tmp / 'gw.sqlite3'}",
+                                extra={**ONBOARD_GATEWAY, **(gateway_extra or {})})
         procs.append(gateway.proc)
         created = run([str(BIN / "ops-tools"), "gateway", "keys", "create", "--config",
                        str(gateway.config), "--account", ALICE, "--json"], net["env"])

@@ -69,7 +69,7 @@ def test_full_node_syncs_stays_idempotent_and_follows_a_network_reset(
     # The node follows the network's tip, from the authorities it was pointed at.
     assert rpc(operator.rpc_url, "chain_getBlockHash", [0]) == current.genesis
     tip = head(localnet.http())
-    wait_for(lambda: head(operator.rpc_url) >= tip, 30, "the full node to reach the network's tip")
+    wait_for(lambda: head(operator.rpc_url) >= tip, 120, "the full node to reach the network's tip")
     # Interface flags, RPC on loopback, a node key that stayed on the host (0600, never logged).
     manifest = json.loads((operator.node_root / "deployed.json").read_text())
     assert manifest["role"] == "full" and manifest["genesis_hash"] == current.genesis
@@ -106,4 +106,4 @@ def test_full_node_syncs_stays_idempotent_and_follows_a_network_reset(
     manifest = json.loads((operator.node_root / "deployed.json").read_text())
     assert manifest["genesis_hash"] == other.genesis
     tip = head(localnet.http())
-    wait_for(lambda: head(operator.rpc_url) >= tip, 30, "the full node to reach the new tip")
+    wait_for(lambda: head(operator.rpc_url) >= tip, 120, "the full node to reach the new tip")

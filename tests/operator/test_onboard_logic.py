@@ -8,6 +8,7 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -292,6 +293,21 @@ def test_a_worker_deployed_by_the_role_is_read_from_its_manifest(tmp_path):
     program = daemon._deployed(manifest)
     assert (program.name, program.status_argv()) == (
         "net-worker-op1", ["systemctl", "is-active", "net-worker-op1.service"])
+
+
+@pytest.mark.process
+def test_a_role_deployed_worker_and_a_container_are_refused_together(tmp_path):
+    """--worker-manifest names a worker that roles/worker runs; --container asks the onboarding
+    to run one of its own: both at once is refused before anything is written."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NET_")}
+    proc = subprocess.run(
+        [str(Path(sys.executable).with_name("ops-tools")),
+         "operator", "onboard", "--name", "op1", "--state-dir", str(tmp_path / "state"),
+         "--test-engine", "--container", "--worker-manifest", str(tmp_path / "service.json"),
+         "--yes"], capture_output=True, text=True, timeout=120, check=False, env=env)
+    assert proc.returncode != 0
+    assert "--worker-manifest / --container: give one" in proc.stderr + proc.stdout
+    assert not (tmp_path / "state").exists()
 
 
 def test_the_state_directory_stays_private_and_passable(tmp_path):

@@ -55,3 +55,21 @@ def test_onboard_refuses_an_unknown_engine_kind_before_doing_anything(tmp_path):
     assert proc.returncode != 0
     assert "--engine-kind: 'tgi'" in proc.stderr + proc.stdout
     assert not (tmp_path / "s").exists()
+
+
+def test_a_model_file_that_is_not_a_readable_gguf_is_refused_naming_the_field(tmp_path):
+    """engine_model_path: the worker counts usage with this file's tokenizer."""
+    suri = {"dev_suri_file": tmp_path / "suri", "engine_kind": "llamacpp",
+            "engine_url": "http://127.0.0.1:1"}
+    (tmp_path / "not.gguf").write_bytes(b"<html>")
+    (tmp_path / "model.gguf").write_bytes(b"GGUF" + bytes(60))
+    for path, named in [(tmp_path / "missing.gguf", "no such file"),
+                        (tmp_path, "a directory"),
+                        (tmp_path / "not.gguf", "not a GGUF file")]:
+        with pytest.raises(InputError) as caught:
+            config.load(None, {**suri, "engine_model_path": str(path)})
+        assert f"engine_model_path: {str(path)!r}" in str(caught.value)
+        assert named in str(caught.value)
+    with pytest.raises(InputError, match="only the llamacpp dialect"):
+        config.load(None, {**suri, "engine_kind": "vllm",
+                           "engine_model_path": str(tmp_path / "model.gguf")})

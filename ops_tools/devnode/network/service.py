@@ -83,6 +83,10 @@ class Network:
         self.sync_from_finalized = False
         self.request_seq = 0
         self.refused: set[str] = set()
+        # Peer ids removed with system_removeReservedPeer: refused both ways until added again
+        # (a Substrate node under --reserved-only does the same; the drills' partition).
+        self.blocked: set[str] = set()
+        self.dialing: set[str] = set()
         self.chain.import_listeners.append(self._on_import)
         node.pool.gossip.append(self._gossip_transaction)
         node.finality.gossip.append(self._gossip_vote)
@@ -148,7 +152,19 @@ class Network:
         host, port, expected = parse_multiaddr(address, "peer address")
         if expected is None:
             raise OpsError(f"peer address {address!r}: needs /p2p/<peer id>")
+        was_blocked = expected in self.blocked
+        self.blocked.discard(expected)
+        if was_blocked and expected in self.dialing:
+            return  # its dial loop runs already and redials now that it is unblocked
         self.tasks.append(asyncio.create_task(self._dial_loop(host, port, expected)))
+
+    def remove_reserved_peer(self, peer: str) -> None:
+        """Disconnect ``peer`` and refuse it until ``add_reserved_peer`` names it again."""
+        self.blocked.add(peer)
+        connected = self.peers.get(peer)
+        if connected is not None:
+            connected.writer.close()
+        log.info("🚫 Refusing peer %s until it is added again", peer)
 
     async def stop(self) -> None:
         for t in self.tasks:
@@ -160,7 +176,12 @@ class Network:
 
     # ---- connections -------------------------------------------------------------------------
     async def _dial_loop(self, host: str, port: int, expected: str | None) -> None:
+        if expected is not None:
+            self.dialing.add(expected)
         while True:
+            if expected in self.blocked:
+                await asyncio.sleep(REDIAL_SECONDS)
+                continue
             if expected is None or expected not in self.peers:
                 try:
                     reader, writer = await asyncio.wait_for(
@@ -270,7 +291,7 @@ class Network:
                 expected,
             )
             return None
-        if their_id == self.peer_id:
+        if their_id == self.peer_id or their_id in self.blocked:
             return None
         writer.write(
             p.frame(

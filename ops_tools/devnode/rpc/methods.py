@@ -34,6 +34,7 @@ UNSAFE = {
     "system_addReservedPeer",
     "system_removeReservedPeer",
     "system_networkState",
+    "devnode_blockedPeers",
     "system_addLogFilter",
     "system_resetLogFilter",
 }
@@ -101,7 +102,10 @@ class Api:
 
     # ---- rpc / system -------------------------------------------------------------------------
     def rpc_methods(self, p: list[Any], c: Connection) -> Any:
-        return {"version": 1, "methods": sorted(self.methods())}
+        # The dev node's own extensions (devnode_*) stay unlisted: a Substrate node has none,
+        # and polkadot.js warns about every listed method it does not know.
+        return {"version": 1,
+                "methods": sorted(m for m in self.methods() if not m.startswith("devnode_"))}
 
     def system_health(self, p: list[Any], c: Connection) -> Any:
         return {
@@ -142,6 +146,16 @@ class Api:
         except OpsError as exc:
             raise invalid_params(str(exc)) from None
         return None
+
+    def system_remove_reserved_peer(self, p: list[Any], c: Connection) -> Any:
+        peer = _arg(p, 0)
+        if not isinstance(peer, str) or not peer or self.node.network is None:
+            raise invalid_params("expected a peer id")
+        self.node.network.remove_reserved_peer(peer)
+        return None
+
+    def devnode_blocked_peers(self, p: list[Any], c: Connection) -> Any:
+        return sorted(self.node.network.blocked) if self.node.network else []
 
     # ---- chain --------------------------------------------------------------------------------
     def chain_get_block_hash(self, p: list[Any], c: Connection) -> Any:
@@ -476,6 +490,8 @@ class Api:
                 "system_syncState": self.system_sync_state,
                 "system_accountNextIndex": self.system_account_next_index,
                 "system_addReservedPeer": self.system_add_reserved_peer,
+                "system_removeReservedPeer": self.system_remove_reserved_peer,
+                "devnode_blockedPeers": self.devnode_blocked_peers,
                 "chain_getBlockHash": self.chain_get_block_hash,
                 "chain_getHead": self.chain_get_block_hash,
                 "chain_getHeader": self.chain_get_header,

@@ -16,10 +16,10 @@ from typing import Any
 import httpx
 from cryptography import x509
 
+from ops_tools.attestation.verify import Expected, Trust, verify_report
 from ops_tools.errors import OpsError
 from ops_tools.operator.context import Context
 from ops_tools.operator.steps import Outcome, gone
-from ops_tools.services.attestation.verify import Expected, Trust, verify_report
 from ops_tools.wallet import attest, operator
 
 NAME = "attestation"

@@ -1,16 +1,19 @@
 """Step 6: the worker under the service manager, live at the gateway and answering through it.
 
-systemd: a hardened ``Type=notify`` unit with ``WatchdogSec`` (the worker notifies the watchdog
-every liveness tick); supervisor: a program in the supervisord's ``conf.d`` (the local network's,
-or a host's). The passphrase is copied into the state directory's ``secrets/`` (0600): the
-worker unlocks the keystore with it at every start. No secret of the gateway's is needed: the
-gateway answers the worker's admitted announcement with the worker's own token.
+container (``--container``): a Docker container of the worker's image, driven by the docker SDK
+(``operator/container.py``, docs/containers.md). systemd: a hardened ``Type=notify`` unit with
+``WatchdogSec`` (the worker notifies the watchdog every liveness tick); supervisor: a program in the
+supervisord's ``conf.d`` (the local network's, or a host's). The passphrase is copied into the state
+directory's ``secrets/`` (0600): the worker unlocks the keystore with it at every start. No secret
+of the gateway's is needed: the gateway answers the worker's admitted announcement with the worker's
+own token.
 
 Deployed by roles/worker (playbooks/operator_worker.yml, ``--worker-manifest``): the role's
-converge owns the worker's files, program and restarts; this step writes and installs nothing.
-It acts on the program its deployed manifest names (``ops_tools.programs``: started if it is
-down), then waits for it as above. The journal keeps the manifest's path, so that a later run
-without the option checks that worker, not a program of its own.
+converge owns the worker's files, program and restarts (and, with an operator's model file, the
+engine's); this step writes and installs nothing. It acts on the program its deployed manifest
+names (``ops_tools.programs``: started if it is down), then waits for it as above. The journal
+keeps the manifest's path, so that a later run without the option checks that worker, not a
+program of its own.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import httpx
 
 from ops_tools import atomic
 from ops_tools.errors import InputError, OpsError
-from ops_tools.operator import gateway_client, service_user, units
+from ops_tools.operator import container, gateway_client, service_user, units
 from ops_tools.operator.context import TEST_ENGINE, Context, Options
 from ops_tools.operator.steps import Outcome, gone
 from ops_tools.programs import Program
@@ -46,6 +49,8 @@ def _run(argv: list[str], what: str) -> str:
 
 
 def log_hint(opts: Options) -> str:
+    if opts.container:
+        return f"docker logs {opts.program}"
     if opts.service_manager == "systemd":
         return f"journalctl -u {opts.program}"
     return str(opts.state_dir / "worker.log")
@@ -60,37 +65,44 @@ def _supervisor_conf(opts: Options) -> Path:
     return conf
 
 
-def _program(opts: Options) -> Program:
+def _program(opts: Options, engine: bool = False) -> Program:
+    name = opts.engine_program if engine else opts.program
     if opts.service_manager == "systemd":
-        return Program("systemd", opts.program)
-    return Program("supervisor", opts.program, str(_supervisor_conf(opts)))
+        return Program("systemd", name)
+    return Program("supervisor", name, str(_supervisor_conf(opts)))
 
 
-def _service_file(opts: Options) -> tuple[Path, str]:
-    """The systemd unit or supervisor program, and its text."""
+def _service_file(opts: Options, engine: bool = False) -> tuple[Path, str]:
+    """The systemd unit or supervisor program (the worker's, or with ``engine`` the llama.cpp
+    server's of --model-path), and its text."""
     if opts.service_manager == "systemd":
+        if engine:
+            return (opts.systemd_unit_dir / f"{opts.engine_program}.service",
+                    units.engine_systemd_unit(opts))
         return opts.systemd_unit_dir / f"{opts.program}.service", units.systemd_unit(opts)
-    return (_supervisor_conf(opts).parent / "conf.d" / f"{opts.program}.conf",
-            units.supervisor_program(opts))
+    conf_d = _supervisor_conf(opts).parent / "conf.d"
+    if engine:
+        return conf_d / f"{opts.engine_program}.conf", units.engine_supervisor_program(opts)
+    return conf_d / f"{opts.program}.conf", units.supervisor_program(opts)
 
 
-def _install_supervisor(opts: Options) -> None:
-    program = _program(opts)
-    path, text = _service_file(opts)
+def _install_supervisor(opts: Options, engine: bool = False) -> None:
+    program = _program(opts, engine)
+    path, text = _service_file(opts, engine)
     atomic.write_text(path, text, mode=0o644)
     _run(program.argv("update", local=True), "supervisorctl update")
     # restart whether update started it or it ran already: a re-run must pick up new files.
     _run(program.argv("restart", local=True), "supervisorctl restart")
 
 
-def _install_systemd(opts: Options) -> None:
-    unit, text = _service_file(opts)
+def _install_systemd(opts: Options, engine: bool = False) -> None:
+    unit, text = _service_file(opts, engine)
     try:
         atomic.write_text(unit, text, mode=0o644)
     except PermissionError:
         raise OpsError(f"daemon: cannot write {unit} (permission denied); run onboard as root"
                        " (sudo) or use --service-manager supervisor") from None
-    program = _program(opts)
+    program = _program(opts, engine)
     _run(["systemctl", "daemon-reload"], "systemctl daemon-reload")
     _run(program.argv("enable"), "systemctl enable")
     # restart, not start: a re-run after a failed daemon step must pick up the new files.
@@ -119,10 +131,52 @@ def _health(url: str) -> bool | str:
 def _files(ctx: Context) -> dict[Path, bytes]:
     """What the worker reads at every start (each 0600): its configuration and secrets."""
     opts = ctx.options
+    if opts.container:
+        keystore: dict[str, bytes] = {}
+        for suffix in container.KEYSTORE_SUFFIXES:
+            path = opts.keystore_dir / f"{opts.name}{suffix}"
+            try:
+                keystore[path.name] = path.read_bytes()
+            except OSError as exc:
+                raise OpsError(f"daemon: cannot read the keystore file {path}"
+                               f" ({exc.strerror})") from None
+        return container.files(opts, str(ctx.journal.genesis_hash), ctx.passphrase(), keystore)
     passphrase_file = opts.secrets_dir / "passphrase"
     config = units.worker_config(opts, str(ctx.journal.genesis_hash), passphrase_file)
-    return {passphrase_file: ctx.passphrase().encode(),
-            opts.state_dir / "worker.yml": config.encode()}
+    files = {passphrase_file: ctx.passphrase().encode(),
+             opts.state_dir / "worker.yml": config.encode()}
+    if opts.model_path is not None:
+        files[opts.state_dir / "engine.yml"] = units.engine_config(opts).encode()
+    return files
+
+
+def _models_answer(url: str) -> bool | str:
+    try:
+        return httpx.get(f"{url}/v1/models", timeout=5).status_code == 200
+    except httpx.HTTPError as exc:
+        return type(exc).__name__
+
+
+def _start_engine(opts: Options, ctx: Context) -> None:
+    """--model-path: llama.cpp's server for the file, started and answering before the worker."""
+    if opts.service_manager == "systemd":
+        _install_systemd(opts, engine=True)
+    else:
+        _install_supervisor(opts, engine=True)
+    ctx.emit(f"{opts.engine_program} started for {opts.model_path}; waiting for"
+             f" {opts.engine_url}/v1/models")
+    hint = (f"journalctl -u {opts.engine_program}" if opts.service_manager == "systemd"
+            else str(opts.state_dir / "engine.log"))
+    deadline = time.monotonic() + opts.timeout_s
+    last: bool | str = False
+    while time.monotonic() < deadline:
+        last = _models_answer(opts.engine_url)
+        if last is True:
+            return
+        time.sleep(1)
+    raise OpsError(f"daemon: llama.cpp's server for {opts.model_path} did not answer"
+                   f" {opts.engine_url}/v1/models within {opts.timeout_s:g} s"
+                   f" ({last if isinstance(last, str) else 'no answer'}); see its log: {hint}")
 
 
 def _manifest_path(ctx: Context) -> Path | None:
@@ -167,31 +221,48 @@ def run(ctx: Context) -> Outcome:
         if not _status(program):
             ctx.emit(f"{program.name} ({program.manager}) is down: starting it")
             _run(["sh", "-c", program.start()], f"start {program.name}")
-        return _live(ctx, program, {"worker_manifest": str(manifest)})
+        return _live(ctx, program.name, program.manager, {"worker_manifest": str(manifest)})
     files = _files(ctx)
-    if opts.engine_url != TEST_ENGINE:
+    prepared = False
+    # --model-path on the host: llama.cpp's server as a program of its own, answering before the
+    # worker starts (in a container the image runs it beside the worker).
+    if opts.model_path is not None and not opts.container:
+        if opts.service_manager == "systemd":
+            service_user.prepare(opts, ctx.emit)
+            prepared = True
+        for path, content in files.items():
+            atomic.write_bytes(path, content, mode=0o600)
+        _start_engine(opts, ctx)
+    if opts.engine_url != TEST_ENGINE and not (opts.container and opts.model_path is not None):
         try:
             httpx.get(f"{opts.engine_url}/v1/models", timeout=10).raise_for_status()
         except httpx.HTTPError as exc:
             raise OpsError(f"daemon: the engine at {opts.engine_url} does not answer /v1/models"
                            f" ({exc}); start it first, or fix --engine-url") from None
-    if opts.service_manager == "systemd":
+    if opts.service_manager == "systemd" and not opts.container and not prepared:
         service_user.prepare(opts, ctx.emit)
     for path, content in files.items():
+        # Directories 0700: the container's user alone reads what is mounted.
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         atomic.write_bytes(path, content, mode=0o600)
-    if opts.service_manager == "systemd":
+    if opts.container:
+        container.deploy(opts)
+    elif opts.service_manager == "systemd":
         _install_systemd(opts)
     else:
         _install_supervisor(opts)
-    return _live(ctx, _program(opts), {})
+    if opts.container:
+        return _live(ctx, opts.program, "docker", {}, f"container {opts.container_image}")
+    return _live(ctx, opts.program, opts.service_manager, {})
 
 
-def _live(ctx: Context, program: Program, more: dict) -> Outcome:
+def _live(ctx: Context, program: str, manager: str, more: dict,
+          shown: str | None = None) -> Outcome:
     """The worker answers, the gateway lists it as live, and (with a gateway key) a test
     request through the gateway is answered by it."""
     opts = ctx.options
     url, account = opts.worker_url(), ctx.facts["account"]
-    ctx.emit(f"{program.name} runs ({program.manager}); waiting for {url}/health")
+    ctx.emit(f"{program} runs ({shown or manager}); waiting for {url}/health")
     _wait(f"the worker did not answer {url}/health", lambda: _health(url), opts)
     ctx.emit("waiting until the gateway lists the worker as live")
 
@@ -204,16 +275,23 @@ def _live(ctx: Context, program: Program, more: dict) -> Outcome:
 
     row = _wait("the gateway did not list the worker as live", live, opts)
     assert isinstance(row, dict)
-    facts = {"worker_url": url, "program": program.name, "service_manager": program.manager,
+    facts = {"worker_url": url, "program": program, "service_manager": manager,
              "models": row.get("models", []), "gateway_view": row, **more}
     if opts.gateway_key_file is None:
         return Outcome(f"worker live at the gateway (models {', '.join(row['models'])}); no"
                        " --gateway-key-file, so no test request", facts)
     key = opts.gateway_key_file.read_text().strip()
-    answer = gateway_client.request_served_by(opts.gateway_url, key, row["models"][0], account)
+    answer = gateway_client.request_served_by(opts.gateway_url, key, row["models"][0], account,
+                                              timeout_s=max(60.0, opts.timeout_s))
     facts["test_request_id"] = answer.request_id
     return Outcome(f"worker live at the gateway (models {', '.join(row['models'])}); test"
                    f" request {answer.request_id} answered by it", facts)
+
+
+def _running(opts: Options, engine: bool = False) -> bool:
+    if opts.container and not engine:
+        return container.running(opts)
+    return _status(_program(opts, engine))
 
 
 def check(ctx: Context) -> str | None:
@@ -226,18 +304,28 @@ def check(ctx: Context) -> str | None:
         if str(manifest) != ctx.facts.get("worker_manifest"):
             return f"the worker is now the one {manifest} records"
         program = _deployed(manifest)
+        if not _status(program):
+            return gone(ctx, f"{program.name} is not running ({program.manager})")
     else:
-        program = _program(opts)
-        service_path, service_text = _service_file(opts)
-        expected = {**_files(ctx), service_path: service_text.encode()}
+        expected = _files(ctx)
+        if not opts.container:
+            service_path, service_text = _service_file(opts)
+            expected[service_path] = service_text.encode()
+            if opts.model_path is not None:
+                engine_path, engine_text = _service_file(opts, engine=True)
+                expected[engine_path] = engine_text.encode()
+                if not _running(opts, engine=True):
+                    return gone(ctx, f"{opts.engine_program} is not running"
+                                     f" ({opts.service_manager})")
         for path, content in expected.items():
             try:
                 if path.read_bytes() != content:
                     return f"{path} differs from what this run would write"
             except FileNotFoundError:
                 return gone(ctx, f"{path} is missing")
-    if not _status(program):
-        return gone(ctx, f"{program.name} is not running ({program.manager})")
+        if not _running(opts):
+            manager = "docker" if opts.container else opts.service_manager
+            return gone(ctx, f"{opts.program} is not running ({manager})")
     why = ""
     deadline = time.monotonic() + min(opts.timeout_s, 15)
     while True:

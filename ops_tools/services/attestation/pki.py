@@ -28,6 +28,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from cryptography.x509.oid import NameOID
 
+from ops_tools.attestation.certs import fingerprint, pem_chain
+
 ORG = "NET test network (MOCK attestation, not hardware-backed)"
 ROOT_CN = "NET MOCK Attestation Root CA"
 MIN_SEED_BYTES = 16
@@ -63,18 +65,6 @@ def derive_key(seed: bytes, label: str, curve: ec.EllipticCurve) -> ec.EllipticC
     ).derive(seed)
     scalar = int.from_bytes(okm, "big") % (order - 1) + 1
     return ec.derive_private_key(scalar, curve)
-
-
-def raw_public_key(key: ec.EllipticCurvePublicKey) -> bytes:
-    """x||y without the 0x04 prefix, as TDX quotes carry the attestation key."""
-    point = key.public_bytes(
-        serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint
-    )
-    return point[1:]
-
-
-def public_key_from_raw(raw: bytes) -> ec.EllipticCurvePublicKey:
-    return ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), b"\x04" + raw)
 
 
 def _certificate(
@@ -124,14 +114,6 @@ def _certificate(
             critical=False,
         )
     return builder.sign(issuer_key, hashes.SHA256(), ecdsa_deterministic=True)
-
-
-def pem_chain(certs: list[x509.Certificate]) -> bytes:
-    return b"".join(c.public_bytes(serialization.Encoding.PEM) for c in certs)
-
-
-def fingerprint(cert: x509.Certificate) -> str:
-    return "sha256:" + cert.fingerprint(hashes.SHA256()).hex()
 
 
 @dataclass

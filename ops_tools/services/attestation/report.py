@@ -5,7 +5,6 @@ Pure: the caller passes the PKI, the time and the nonce; nothing here reads a cl
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import hashlib
 from dataclasses import dataclass, field
@@ -15,12 +14,19 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
-from ops_tools.attestation import tdx
-from ops_tools.services.attestation import binding, gpu
-from ops_tools.services.attestation.canonical import report_hash, signed_message
-from ops_tools.services.attestation.pki import MockPki, raw_public_key
+from ops_tools.attestation import binding, gpu, tdx
+from ops_tools.attestation.canonical import report_hash, signed_message
+from ops_tools.attestation.certs import raw_public_key
+from ops_tools.attestation.encoding import (
+    REPORT_VERSION,
+    b64,
+    decode_gpu,
+    decode_quote,
+    iso,
+    qe_report_data,
+)
+from ops_tools.services.attestation.pki import MockPki
 
-REPORT_VERSION = 2
 # The measurements of the mock TD: fixed, documented values (no real TD was measured).
 MOCK_TD_IMAGE = "NET-mock-td-image-v1"
 QE_AUTH_DATA = bytes(range(32))
@@ -32,23 +38,6 @@ TEE_TCB_SVN = bytes([0x03, 0x01, 0x02, 0x00]) + bytes(12)
 
 def _sha384(label: str) -> bytes:
     return hashlib.sha384(f"{MOCK_TD_IMAGE}\x00{label}".encode()).digest()
-
-
-def b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
-
-
-def unb64(text: str) -> bytes:
-    return base64.b64decode(text.encode("ascii"), validate=True)
-
-
-def iso(moment: dt.datetime) -> str:
-    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_iso(text: str) -> dt.datetime:
-    moment = dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ")
-    return moment.replace(tzinfo=dt.UTC)
 
 
 def sign_p256(key: ec.EllipticCurvePrivateKey, data: bytes) -> bytes:
@@ -109,11 +98,6 @@ def build_quote(pki: MockPki, report_data: bytes) -> bytes:
     return tdx.Quote(header, body, sig).encode()
 
 
-def qe_report_data(attestation_key: bytes, auth_data: bytes) -> bytes:
-    """What the QE report carries to certify the attestation key (Intel's rule)."""
-    return hashlib.sha256(attestation_key + auth_data).digest() + bytes(32)
-
-
 def build_gpu_evidence(
     pki: MockPki, index: int, profile: gpu.GpuProfile, nonce: bytes
 ) -> tuple[bytes, bytes]:
@@ -125,22 +109,6 @@ def build_gpu_evidence(
     response = gpu.encode_response_unsigned(measurements, nonce, gpu.encode_opaque(profile))
     signature = sign_p384(pki.gpu_key(index), request + response)
     return request + response + signature, pki.gpu_chain_pem(index)
-
-
-def decode_quote(quote: bytes) -> dict[str, Any]:
-    parsed = tdx.parse_quote(quote)
-    return {"header": parsed.header.to_json(), "td_report": parsed.body.to_json()}
-
-
-def decode_gpu(index: int, evidence: bytes, nonce: bytes, *, chain_ok: bool,
-               signature_ok: bool) -> dict[str, Any]:
-    exchange = gpu.parse_report(evidence)
-    return {
-        "index": index,
-        "claims": gpu.claims(exchange, nonce, chain_ok=chain_ok, signature_ok=signature_ok),
-        "measurements": {str(i): "0x" + v.hex() for i, v in sorted(exchange.measurements.items())},
-        "opaque": dict(exchange.opaque),
-    }
 
 
 @dataclass(frozen=True)

@@ -14,14 +14,14 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy.exc import IntegrityError
 
 from ops_tools.attestation import inputs
+from ops_tools.attestation.gpu import GpuProfile
+from ops_tools.attestation.verify import Expected, Trust, verify_report
 from ops_tools.chain.rpc import RpcError
 from ops_tools.services.attestation import signed_request
 from ops_tools.services.attestation import store as reports
 from ops_tools.services.attestation.config import AttestationSettings
-from ops_tools.services.attestation.gpu import GpuProfile
 from ops_tools.services.attestation.pki import MockPki
 from ops_tools.services.attestation.report import IssueRequest, issue
-from ops_tools.services.attestation.verify import Expected, Trust, verify_report
 from ops_tools.services.common.errors import ApiError, bad_field
 from ops_tools.services.common.ratelimit import LimitExceeded, RateLimiter, Rule
 from ops_tools.services.common.readiness import ChainWatch

@@ -8,6 +8,8 @@ picks one by ``engine_kind``.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ops_tools.worker.config import ENGINE_KINDS
 from ops_tools.worker.engines.base import Answer, EngineLoad, HttpEngine
 from ops_tools.worker.engines.front import Engine, EngineFront
@@ -23,9 +25,12 @@ _HTTP: dict[str, type[HttpEngine]] = {
     "llamacpp": LlamaCppEngine, "openai": OpenAIEngine,
 }
 
-def make_engine(kind: str, url: str, models: list[str], token_delay_ms: int = 0) -> Engine:
+def make_engine(kind: str, url: str, models: list[str], token_delay_ms: int = 0,
+                model_path: Path | None = None) -> Engine:
     if kind == "test":
         return TestEngine(models, token_delay_ms)
+    if kind == "llamacpp":
+        return LlamaCppEngine(url, model_path)
     return _HTTP[kind](url)
 
 

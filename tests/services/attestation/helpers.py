@@ -6,10 +6,10 @@ import datetime as dt
 import os
 from typing import Any
 
-from ops_tools.services.attestation.gpu import GpuProfile
+from ops_tools.attestation.gpu import GpuProfile
+from ops_tools.attestation.verify import Trust
 from ops_tools.services.attestation.pki import MockPki
 from ops_tools.services.attestation.report import IssueRequest, issue
-from ops_tools.services.attestation.verify import Trust
 
 SEED = b"test-seed-of-the-mock-root-0123456789"
 GENESIS = "0x" + "5a" * 32

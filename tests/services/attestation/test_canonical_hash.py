@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 
-from ops_tools.services.attestation.canonical import canonical_bytes, report_hash
+from ops_tools.attestation.canonical import canonical_bytes, report_hash
 from tests.services.attestation.helpers import make_report
 
 

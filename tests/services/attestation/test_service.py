@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import create_engine, text
 from substrateinterface import Keypair
 
-from ops_tools.services.attestation.canonical import report_hash
+from ops_tools.attestation.canonical import report_hash
 from ops_tools.wallet.attest import signed_request
 from tests.conftest import free_port
 from tests.support.devnode import rpc as rpc_call

@@ -8,9 +8,9 @@ import datetime as dt
 
 import pytest
 
-from ops_tools.services.attestation.canonical import report_hash
+from ops_tools.attestation.canonical import report_hash
+from ops_tools.attestation.verify import Expected, Trust, verify_report
 from ops_tools.services.attestation.pki import MockPki
-from ops_tools.services.attestation.verify import Expected, Trust, verify_report
 from tests.services.attestation.helpers import GENESIS, NOW, TTL, make_report, trust
 
 ALICE = "5GrwvaEF5zXb26Fz9rcQpDWS57CtERHpNehXCPcNoHGKutQY"

@@ -24,11 +24,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 
-from ops_tools.attestation import tdx
-from ops_tools.services.attestation import binding, gpu
-from ops_tools.services.attestation.canonical import report_hash, signed_message
-from ops_tools.services.attestation.pki import fingerprint, pem_chain, public_key_from_raw
-from ops_tools.services.attestation.report import (
+from ops_tools.attestation import binding, gpu, tdx
+from ops_tools.attestation.canonical import report_hash, signed_message
+from ops_tools.attestation.certs import fingerprint, pem_chain, public_key_from_raw
+from ops_tools.attestation.encoding import (
     REPORT_VERSION,
     decode_gpu,
     decode_quote,

@@ -1,0 +1,101 @@
+"""The pure parts of the container deployment, without Docker: what the container is given
+(read-only mounts, no environment, no command line), what the entry point starts, and the
+onboarding's files for a container."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ops_tools.containers import images
+from ops_tools.containers.run import WorkerContainer
+from ops_tools.errors import InputError
+from ops_tools.operator import container
+from ops_tools.operator.context import Options
+from ops_tools.worker import config as worker_config
+from ops_tools.worker import container as entry
+
+
+def test_the_container_gets_files_only_read_only_and_no_environment(tmp_path):
+    spec = WorkerContainer(name="net-worker-op", image="net-worker:llamacpp",
+                           config_dir=tmp_path / "config",
+                           secrets={"passphrase": tmp_path / "secrets" / "passphrase"},
+                           model_dir=tmp_path / "models", drain_timeout_s=60)
+    kwargs, host = spec.create_kwargs(), spec.host_config()
+    assert "environment" not in kwargs and "command" not in kwargs
+    assert host["read_only"] is True and host["network_mode"] == "host"
+    assert kwargs["user"] == "10001:10001"
+    assert host["cap_drop"] == ["ALL"] and host["security_opt"] == ["no-new-privileges"]
+    assert set(host["tmpfs"]) == {"/tmp"}
+    assert {v["bind"] for v in host["binds"].values()} == {
+        "/etc/net-worker", "/run/secrets/passphrase", "/models"}
+    assert all(v["mode"] == "ro" for v in host["binds"].values())
+    # docker stop waits for the drain and the engine's own stop.
+    assert kwargs["stop_timeout"] > 60
+
+
+def test_engine_plan_defaults_to_the_local_engine_and_checks_argv(tmp_path):
+    plan = tmp_path / "engine.yml"
+    plan.write_text(yaml.safe_dump({"kind": "llamacpp", "listen_port": 8120}))
+    argv, timeout = entry.engine_plan(plan)
+    assert Path(argv[0]).name == "net-local-engine" and argv[1:] == ["--config", str(plan)]
+    assert timeout == 600
+    plan.write_text(yaml.safe_dump({"argv": ["vllm", "serve", "/models/m"],
+                                    "start_timeout_s": 900}))
+    assert entry.engine_plan(plan) == (["vllm", "serve", "/models/m"], 900.0)
+    for bad in ({"argv": "vllm serve"}, {"argv": []}, {"argv": [1]},
+                {"start_timeout_s": 0}, {"start_timeout_s": 10**6}):
+        plan.write_text(yaml.safe_dump(bad))
+        with pytest.raises(InputError, match=r"engine\.yml"):
+            entry.engine_plan(plan)
+
+
+def _options(tmp_path: Path, **extra) -> Options:
+    return Options(name="op", state_dir=tmp_path / "state", keystore_dir=tmp_path / "ks",
+                   passphrase_file=None, rpc_url="ws://127.0.0.1:9944",
+                   faucet_url="http://127.0.0.1:8001", attestation_url="http://127.0.0.1:8002",
+                   gateway_url="http://127.0.0.1:8005", engine_url="http://127.0.0.1:8120",
+                   container=True, **extra)
+
+
+def test_onboarding_files_point_inside_the_container(tmp_path):
+    opts = _options(tmp_path, model_path=tmp_path / "m" / "gemma.gguf")
+    out = container.files(opts, "0x" + "ab" * 32, "secret words",
+                          {"op.sr25519.json": b"{}", "op.eth.json": b"{}"})
+    config_dir = opts.container_dir / "config"
+    assert set(out) == {config_dir / "worker.yml", config_dir / "engine.yml",
+                        config_dir / "keystore" / "op.sr25519.json",
+                        config_dir / "keystore" / "op.eth.json",
+                        opts.container_dir / "secrets" / "passphrase"}
+    settings = yaml.safe_load(out[config_dir / "worker.yml"])
+    assert settings["keystore_dir"] == "/etc/net-worker/keystore"
+    assert settings["passphrase_file"] == "/run/secrets/passphrase"
+    assert b"secret words" not in out[config_dir / "worker.yml"]
+    worker_config.WorkerSettings(**settings)  # the worker accepts it
+    engine = yaml.safe_load(out[config_dir / "engine.yml"])
+    assert engine == {"kind": "llamacpp", "listen_host": "127.0.0.1", "listen_port": 8120,
+                      "model_path": "/models/gemma.gguf"}
+    assert container.spec(opts).model_dir == tmp_path / "m"
+
+
+def test_a_container_engine_listens_on_loopback(tmp_path):
+    opts = _options(tmp_path, model_path=tmp_path / "m.gguf")
+    opts.engine_url = "http://10.0.0.5:8120"
+    with pytest.raises(InputError, match="--engine-url"):
+        container.engine_config(opts)
+
+
+def test_variants_and_the_pinned_llamacpp():
+    assert images.check_variant("vllm") == "vllm"
+    with pytest.raises(InputError, match="variant"):
+        images.check_variant("ollama")
+    assert images.llamacpp_requirement().startswith("llama-cpp-python[server]==")
+    dockerfile = (images.DOCKERFILE_DIR / "Dockerfile").read_text()
+    for variant in images.VARIANTS:
+        assert f" AS {variant}\n" in dockerfile
+    # The GPU engines' images are pinned by digest.
+    for arg in ("VLLM_IMAGE", "SGLANG_IMAGE", "TRTLLM_IMAGE"):
+        line = next(x for x in dockerfile.splitlines() if x.startswith(f"ARG {arg}="))
+        assert "@sha256:" in line and len(line.split("@sha256:")[1]) == 64

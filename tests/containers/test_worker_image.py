@@ -1,0 +1,218 @@
+"""The llamacpp worker image, built here (debootstrap base + docker import, wheels collected on
+this machine), run by ``ops-tools operator onboard --container`` as an onboarded operator's
+worker on a test network (``onboard_stacks.ports_stack``: a development node, faucet,
+attestation and gateway on free loopback ports), in a Docker daemon of the test's own.
+
+Through the gateway with the ``openai`` SDK: a chat completion answered by the container's
+Gemma 3 270M; the container runs unprivileged on a read-only root file system and reports
+healthy; ``docker stop`` drains it: a stream in flight when SIGTERM arrives completes."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import docker.errors
+import openai
+import pytest
+import yaml
+
+from ops_tools.containers import images
+from ops_tools.worker.local_engine import gemma_model
+from tests.conftest import ROOT, free_port
+from tests.containers.dockerd import dockerd
+from tests.operator.conftest import ONBOARD_PASSPHRASE, RECAP
+from tests.operator.onboard_stacks import BIN, ports_stack
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("docker"), pytest.mark.timeout(3600)]
+NAME = "opc"
+MODEL = "gemma-3-270m"
+
+
+@pytest.fixture(scope="module")
+def docker_client():
+    with dockerd() as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def image(docker_client, tmp_path_factory) -> images.Built:
+    started = time.monotonic()
+    built = images.build(docker_client, "llamacpp", tmp_path_factory.mktemp("image"))
+    print(f"\nnet-worker:llamacpp built in {time.monotonic() - started:.0f} s")
+    return built
+
+
+@pytest.fixture(scope="module")
+def onboarded(docker_client, image, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("containers")
+    model = gemma_model(tmp / "model")
+    (tmp / "net").mkdir()
+    # The gateway's own default worker TTL (60 s): the test gateway's 15 s equals the worker's
+    # announcement interval, and a worker whose announcement is a tick late drops out for a
+    # moment (a real model's request may fall into that moment).
+    with ports_stack(tmp / "net", ONBOARD_PASSPHRASE) as net:
+        # The supervisor's options are the stack's; a container needs none of them.
+        extra = net["onboard_extra"]
+        cut = extra.index("--service-manager")
+        extra = extra[:cut] + extra[cut + 4:]
+        worker_port = net["worker_port"]
+        args = [str(BIN / "ops-tools"), "operator", "onboard", "--name", NAME,
+                "--passphrase-file", str(net["pass"]), "--no-gpu", "--yes", "--json",
+                "--state-dir", str(tmp / "state"), *extra,
+                "--container", "--image", image.tag, "--docker-host", docker_client.base_url,
+                "--engine-port", str(free_port()), "--model-path", str(model), "--model", MODEL,
+                "--timeout", "600"]
+        started = time.monotonic()
+        done = subprocess.run(args, capture_output=True, text=True, env=net["env"], cwd=ROOT,
+                              timeout=1800, check=False)
+        print(f"onboard --container: {time.monotonic() - started:.0f} s")
+        container = None
+        with contextlib.suppress(docker.errors.NotFound):  # the assertion below says why
+            container = docker_client.containers.get(f"net-worker-{NAME}")
+        logs = container.logs().decode(errors="replace")[-3000:] if container else ""
+        assert done.returncode == 0, f"{done.stderr[-3000:]}\ncontainer log:\n{logs}"
+        report = json.loads(done.stdout)
+        assert worker_port  # the container listens on the stack's worker port
+        yield {"net": net, "report": report, "container": container, "state": tmp / "state"}
+
+
+@pytest.fixture(scope="module")
+def gateway(onboarded) -> openai.OpenAI:
+    net = onboarded["net"]
+    return openai.OpenAI(base_url=net["gateway"] + "/v1", api_key=net["gateway_key"],
+                         max_retries=0, timeout=300)
+
+
+def test_chat_completion_through_the_gateway(onboarded, gateway):
+    raw = gateway.chat.completions.with_raw_response.create(
+        model=MODEL, messages=[{"role": "user", "content": "The capital of France is"}],
+        max_tokens=16, temperature=0)
+    answer = raw.parse()
+    assert raw.headers["x-net-operator"] == onboarded["report"]["account"]
+    assert answer.choices[0].message.content.strip()
+    assert answer.usage.completion_tokens > 0
+
+
+def test_unprivileged_read_only_healthy_and_no_secret_in_env(onboarded):
+    container = onboarded["container"]
+    container.reload()
+    config, host = container.attrs["Config"], container.attrs["HostConfig"]
+    assert host["ReadonlyRootfs"] is True
+    assert host["NetworkMode"] == "host"
+    uid = container.exec_run(["id", "-u"]).output.decode().strip()
+    assert uid != "0"
+    assert uid == config["User"].split(":")[0]
+    written = container.exec_run(["sh", "-c", "echo x > /opt/net-worker/x"])
+    assert written.exit_code != 0 and b"Read-only file system" in written.output
+    assert container.exec_run(["sh", "-c", "echo x > /tmp/x"]).exit_code == 0
+    # Configuration and secrets only as mounted files: nothing of them in the environment or
+    # the command line.
+    passphrase = ONBOARD_PASSPHRASE.encode()
+    assert passphrase not in json.dumps(container.attrs).encode()
+    environ = container.exec_run(["sh", "-c", "cat /proc/*/environ /proc/*/cmdline"]).output
+    assert passphrase not in environ
+    assert {m["Destination"] for m in container.attrs["Mounts"]} == {
+        "/etc/net-worker", "/run/secrets/passphrase", "/models"}
+    assert all(not m["RW"] for m in container.attrs["Mounts"])
+    deadline = time.monotonic() + 180
+    while container.attrs["State"]["Health"]["Status"] != "healthy":
+        assert time.monotonic() < deadline, container.attrs["State"]["Health"]
+        time.sleep(3)
+        container.reload()
+
+
+def test_docker_stop_drains_a_stream_in_flight(onboarded, gateway):
+    container = onboarded["container"]
+    stream = gateway.completions.create(model=MODEL, prompt="Once upon a time, in a village",
+                                        max_tokens=40, temperature=0, stream=True,
+                                        stream_options={"include_usage": True})
+    # 40 tokens: well within the worker's 60 s drain even at this loaded machine's slowest
+    # (about 1.5 tokens/s seen), yet a stream still running when SIGTERM comes after the first.
+    chunks = iter(stream)
+    first = next(chunks)
+    stopper = threading.Thread(target=container.stop)  # the container's own stop timeout
+    stopper.start()
+    text, usage, finish = first.choices[0].text if first.choices else "", None, None
+    for chunk in chunks:
+        if chunk.choices:
+            text += chunk.choices[0].text
+            finish = chunk.choices[0].finish_reason or finish
+        if chunk.usage is not None:
+            usage = chunk.usage
+    stopper.join(300)
+    assert not stopper.is_alive()
+    container.reload()
+    logs = container.logs().decode(errors="replace")
+    # SIGTERM came while the stream was in flight, and the stream still ran to its end.
+    assert "draining: 1 request(s) in flight" in logs, logs[-3000:]
+    assert "drained in" in logs, logs[-3000:]
+    assert finish in ("stop", "length")
+    assert text and usage is not None and usage.completion_tokens > 0
+    assert container.attrs["State"]["Status"] == "exited"
+    assert container.attrs["State"]["ExitCode"] == 0, logs[-3000:]
+
+
+
+def _role(tmp: Path, docker_client, net: dict, image: str, *flags: str) -> dict[str, int]:
+    """roles/worker's container entry point on this machine (connection local)."""
+    playbook = tmp / "container.yml"
+    playbook.write_text(yaml.safe_dump([{
+        "hosts": "localhost", "connection": "local", "gather_facts": False,
+        "tasks": [{"ansible.builtin.include_role": {"name": "net.ops.worker",
+                                                    "tasks_from": "container"}}]}]))
+    variables = tmp / "vars.json"
+    variables.write_text(json.dumps({
+        "worker_container_image": image, "worker_container_name": "net-worker-role",
+        "worker_container_dir": str(tmp / "deployed"), "worker_engine_url": "test",
+        "worker_listen_port": ROLE_PORT, "worker_dev_suri": "//RoleWorker",
+        "worker_gateway_url": net["gateway"], "worker_rpc_url": net["rpc_ws"],
+        "worker_container_docker_host": docker_client.base_url,
+        "worker_ops_tools_executable": str(BIN / "ops-tools"),
+        "ansible_python_interpreter": sys.executable}))
+    done = subprocess.run(
+        [str(BIN / "ansible-playbook"), "-i", "localhost,", str(playbook), "-e",
+         f"@{variables}", *flags], capture_output=True, text=True, cwd=ROOT, timeout=600,
+        env={**net["env"], "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")}, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "RoleWorker" not in done.stdout  # the secret stays out of the output
+    match = RECAP.search(done.stdout)
+    assert match, done.stdout[-2000:]
+    return {"changed": int(match["changed"])}
+
+
+ROLE_PORT = free_port()
+
+
+def test_the_worker_role_runs_the_container_idempotently(onboarded, docker_client, image,
+                                                          tmp_path):
+    net = onboarded["net"]
+    assert _role(tmp_path, docker_client, net, image.tag, "--check")["changed"] > 0
+    with pytest.raises(docker.errors.NotFound):  # check mode changed nothing
+        docker_client.containers.get("net-worker-role")
+    assert _role(tmp_path, docker_client, net, image.tag)["changed"] > 0
+    container = docker_client.containers.get("net-worker-role")
+    try:
+        deadline = time.monotonic() + 120
+        while True:  # the worker in front of its built-in test engine answers
+            with contextlib.suppress(OSError), urllib.request.urlopen(
+                    f"http://127.0.0.1:{ROLE_PORT}/v1/models", timeout=5) as response:
+                assert response.status == 200
+                break
+            assert time.monotonic() < deadline, container.logs()[-2000:]
+            time.sleep(2)
+        secret = tmp_path / "deployed" / "secrets" / "dev_suri"
+        assert secret.stat().st_mode & 0o777 == 0o600
+        assert secret.stat().st_uid == int(container.attrs["Config"]["User"].split(":")[0])
+        first_id = container.id
+        assert _role(tmp_path, docker_client, net, image.tag)["changed"] == 0
+        assert _role(tmp_path, docker_client, net, image.tag, "--check")["changed"] == 0
+        assert docker_client.containers.get("net-worker-role").id == first_id
+    finally:
+        container.remove(force=True)
