@@ -117,3 +117,15 @@ def test_key_loss_asks_for_its_backup_before_touching_anything(capsys):
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert "--backup-dir" in err and "--passphrase-file" in err
+
+
+def test_partition_on_hosts_with_namespaces_is_a_firewall_cut():
+    remote = Topology(authorities=("authority-0", "authority-1"),
+                      rpc_nodes=("rpc-0", "services-node-0"), firewall=True)
+    s = build("partition", None, remote)
+    assert s.fault == faults.FirewallPartition("authority-1",
+                                               ("authority-0", "rpc-0", "services-node-0"))
+    assert s.fault.describe()["by"] == "nftables"
+    assert s.alert == AlertCheck("FinalityStalled")
+    # The local network keeps the nodes' own peer handling.
+    assert isinstance(build("partition", None, TOPO).fault, faults.Partition)
