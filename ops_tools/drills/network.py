@@ -59,6 +59,7 @@ class LocalNetwork:
             if manifest is not None:
                 self.services[host] = manifest
         self.prometheus_url, self.alertmanager_url = monitoring_urls(inventory)
+        self.monitored = True
         self.drill_dir = self.state / "drills"
         public = [h for h in inventory.hosts("rpc_nodes") if h in self.nodes]
         self.public_host = public[0] if public else inventory.hosts("authorities")[0]
@@ -283,5 +284,6 @@ class LocalNetwork:
     def describe(self) -> dict[str, Any]:
         return {"inventory": str(self.inventory.path), "state": str(self.state),
                 "prometheus_url": self.prometheus_url, "alertmanager_url": self.alertmanager_url,
+                "monitored": self.monitored,
                 "nodes": sorted(self.nodes), "services": sorted(self.services)}
 

@@ -88,9 +88,14 @@ class RemoteNetwork(LocalNetwork):
             manifest = self._json(host, f"{root}/{SERVICE_MANIFEST_NAME}")
             if manifest is not None:
                 self.services[host] = {"service": service, **manifest}
-        urls = monitoring_urls(inventory)
-        monitor = self.machines[inventory.hosts("monitoring")[0]]
-        self.prometheus_url, self.alertmanager_url = (self._reach(monitor, u) for u in urls)
+        # No monitoring group: the drills that can see their fault on the chain itself (a
+        # finality stall) run without Alertmanager, the others are refused (runner.require).
+        self.monitored = bool(inventory.hosts("monitoring"))
+        self.prometheus_url = self.alertmanager_url = ""
+        if self.monitored:
+            urls = monitoring_urls(inventory)
+            monitor = self.machines[inventory.hosts("monitoring")[0]]
+            self.prometheus_url, self.alertmanager_url = (self._reach(monitor, u) for u in urls)
         public = [h for h in inventory.hosts("rpc_nodes") if h in self.nodes]
         self.public_host = public[0] if public else inventory.hosts("authorities")[0]
 
