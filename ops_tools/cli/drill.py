@@ -102,7 +102,8 @@ def drill(
     arg: str | None = typer.Argument(
         None, help="The scenario's host or service (service-down: faucet, gateway, ...)."),
     inventory: Path = typer.Option(DEFAULT_INVENTORY, "--inventory", "-i",
-                                   help="Ansible inventory of the network (with monitoring)."),
+                                   help="Ansible inventory of the network: the local one, or"
+                                        " machines reached over SSH (docs/drills.md)."),
     resume: bool = typer.Option(False, "--resume",
                                 help="Restore the fault of a drill that did not finish, check"
                                      " the recovery and report it."),

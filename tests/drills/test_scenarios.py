@@ -129,3 +129,19 @@ def test_partition_on_hosts_with_namespaces_is_a_firewall_cut():
     assert s.alert == AlertCheck("FinalityStalled")
     # The local network keeps the nodes' own peer handling.
     assert isinstance(build("partition", None, TOPO).fault, faults.Partition)
+
+
+def test_without_monitoring_only_the_drills_seen_on_the_chain_run(tmp_path):
+    from types import SimpleNamespace
+
+    from ops_tools.drills.runner import require
+
+    # What require reads of a network: whether it is monitored, and its inventory's path.
+    bare = SimpleNamespace(monitored=False, inventory=SimpleNamespace(path=tmp_path / "testnet"))
+    require(bare, build("partition", None, TOPO))  # FinalityStalled: seen on the chain itself
+    require(bare, build("authority-down", None, TOPO))
+    with pytest.raises(InputError, match=r"waits for ServiceNotReady in Alertmanager, and"
+                       r" inventory .* has no monitoring host"):
+        require(bare, build("service-down", "faucet", TOPO))
+    require(SimpleNamespace(monitored=True, inventory=bare.inventory),
+            build("service-down", "faucet", TOPO))
