@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
-from sqlalchemy import Connection, Select, func, insert, literal, select
+from sqlalchemy import Connection, func, insert, literal, select
 
 from ops_tools.services.common.db import Database
 from ops_tools.services.indexer import filters, queries
@@ -62,7 +61,7 @@ def index(database_url: str) -> Iterator[tuple[Connection, dict]]:
         db.engine.dispose()
 
 
-def _plan(conn: Connection, stmt: Select[Any]) -> str:
+def _plan(conn: Connection, stmt) -> str:  # noqa: ANN001 - a Select
     sql = str(stmt.compile(conn, compile_kwargs={"literal_binds": True}))
     if conn.dialect.name == "sqlite":
         return "\n".join(r[3] for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql))
