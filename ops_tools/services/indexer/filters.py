@@ -21,7 +21,6 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, and_, bindparam, false, or_, select, true
 
-from ops_tools.services.indexer import queries
 from ops_tools.services.indexer.queries import QueryError
 from ops_tools.services.indexer.tables import (
     AccountRow,
@@ -54,8 +53,8 @@ class Field:
     needs: tuple[str, ...] = ()  # for a residual: the keys that serve it
     block_number: bool = False
     time: bool = False  # a block time range on ``columns``, the list's block number
-    #: Turns the conditions on each of ``columns`` into the list's (a key lookup).
-    wrap: Callable[[list[ColumnElement[bool]]], ColumnElement[bool]] | None = None
+    #: Turns the condition on ``columns`` into the list's (a correlated EXISTS, say).
+    wrap: Callable[[ColumnElement[bool]], ColumnElement[bool]] | None = None
 
 
 @dataclass
@@ -188,28 +187,22 @@ def _field(f: Field, ops: Any, walk: _Walk, where: str) -> ColumnElement[bool]:
             raise QueryError(f"{where}.{f.name}: give an operator "
                              f"({', '.join(OPERATORS.values())})")
         per_column.append(and_(*conds))
-    if f.wrap:
-        return f.wrap(per_column)
-    return per_column[0] if len(per_column) == 1 else or_(*per_column)
+    cond = per_column[0] if len(per_column) == 1 else or_(*per_column)
+    return f.wrap(cond) if f.wrap else cond
 
 
-def _event_names(conds: list[ColumnElement[bool]]) -> ColumnElement[bool]:
-    return queries.events_naming(NETWORK, or_(*conds))
-
-
-def _transfer_keys(conds: list[ColumnElement[bool]]) -> ColumnElement[bool]:
-    return queries.transfers_where(NETWORK, conds)
-
-
-_KEYS = queries.TRANSFER_KEYS
+def _event_names(cond: ColumnElement[bool]) -> ColumnElement[bool]:
+    return select(EventAccountRow.event_idx).where(
+        EventAccountRow.network_id == EventRow.network_id,
+        EventAccountRow.block_number == EventRow.block_number,
+        EventAccountRow.event_idx == EventRow.idx, cond).exists()
 
 
 #: The filters of each list, by the attribute names of their GraphQL inputs (schema.py).
 TRANSFERS = {
-    "from_": Field("from", (_KEYS.sender,), key=True, wrap=_transfer_keys),
-    "to": Field("to", (_KEYS.recipient,), key=True, wrap=_transfer_keys),
-    "account": Field("account", (_KEYS.sender, _KEYS.recipient), key=True,
-                     wrap=_transfer_keys),
+    "from_": Field("from", (TransferRow.sender,), key=True),
+    "to": Field("to", (TransferRow.recipient,), key=True),
+    "account": Field("account", (TransferRow.sender, TransferRow.recipient), key=True),
     "block_number": Field("blockNumber", (TransferRow.block_number,), block_number=True),
     "timestamp": Field("timestamp", (TransferRow.block_number,), time=True),
 }

@@ -25,9 +25,7 @@ from sqlalchemy import (
     select,
     text,
     tuple_,
-    union_all,
 )
-from sqlalchemy.orm import aliased
 
 from ops_tools.services.indexer.tables import (
     AccountRow,
@@ -220,7 +218,10 @@ def events(conn: Connection, net: int, first: int, after: str | None, desc: bool
     if name is not None:
         stmt = stmt.where(EventRow.name == name)
     if account is not None:
-        stmt = stmt.where(events_naming(net, EventAccountRow.account == account))
+        stmt = stmt.where(select(EventAccountRow.event_idx).where(
+            EventAccountRow.network_id == net, EventAccountRow.account == account,
+            EventAccountRow.block_number == EventRow.block_number,
+            EventAccountRow.event_idx == EventRow.idx).exists())
     stmt = _range(stmt, EventRow.block_number, low, high)
     return paginate(conn, "event", stmt, [EventRow.block_number, EventRow.idx], first, after,
                     desc)
@@ -253,39 +254,13 @@ def events_of_extrinsics(conn: Connection, net: int, keys: Sequence[tuple[int, i
     return out
 
 
-#: The transfers a key lookup reads (its own alias, so that the lookup is not correlated).
-TRANSFER_KEYS = aliased(TransferRow, name="transfer_keys")
-
-
-def transfers_where(net: Any, conds: Sequence[ColumnElement[bool]]) -> ColumnElement[bool]:
-    """Transfers of which one of ``conds`` (on ``TRANSFER_KEYS``' columns) holds, as a key
-    lookup: the union of each condition's index range, then the rows by primary key. An OR of
-    sender and recipient in one WHERE is a walk of the whole table on SQLite (its planner
-    does not split an OR across two indexes under the network's equality)."""
-    keys = [select(TRANSFER_KEYS.block_number, TRANSFER_KEYS.event_idx).where(
-        TRANSFER_KEYS.network_id == net, cond) for cond in conds]
-    if len(keys) > 1:
-        both = union_all(*keys).subquery()
-        keys = [select(both.c.block_number, both.c.event_idx)]
-    return tuple_(TransferRow.block_number, TransferRow.event_idx).in_(keys[0])
-
-
-def events_naming(net: Any, cond: ColumnElement[bool]) -> ColumnElement[bool]:
-    """Events naming an account ``cond`` (on ``EventAccountRow``) holds for: that account's
-    index range, then the events by primary key (a correlated EXISTS would walk every event)."""
-    return tuple_(EventRow.block_number, EventRow.idx).in_(
-        select(EventAccountRow.block_number, EventAccountRow.event_idx).where(
-            EventAccountRow.network_id == net, cond))
-
-
 def transfers(conn: Connection, net: int, first: int, after: str | None, desc: bool, *,
               account: str | None, sender: str | None, recipient: str | None,
               low: int | None, high: int | None,
               where: ColumnElement[bool] | None = None) -> Page:
     stmt = _where(select(TransferRow).where(TransferRow.network_id == net), where, net)
     if account is not None:
-        stmt = stmt.where(transfers_where(net, [TRANSFER_KEYS.sender == account,
-                                                TRANSFER_KEYS.recipient == account]))
+        stmt = stmt.where(or_(TransferRow.sender == account, TransferRow.recipient == account))
     if sender is not None:
         stmt = stmt.where(TransferRow.sender == sender)
     if recipient is not None:
