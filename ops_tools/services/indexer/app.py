@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from cross_web import HTTPException
 from fastapi import FastAPI, Response
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -23,6 +25,7 @@ from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 from ops_tools.chain.rpc import RpcClient, RpcError
 from ops_tools.chain.urls import http_url
 from ops_tools.errors import InputError
+from ops_tools.services.common import jsonbody
 from ops_tools.services.common.app import ServiceInfo, create_app
 from ops_tools.services.common.db import Database
 from ops_tools.services.common.migrations import migrate
@@ -170,9 +173,32 @@ def index_checks(db: Database, head: ChainHead, max_lag: int) -> list[ReadyCheck
     return [ReadyCheck("chain", chain), ReadyCheck("index", index)]
 
 
+class _RefusedJson(json.JSONDecodeError):
+    def __init__(self, error: jsonbody.JsonBodyError) -> None:
+        super().__init__(str(error), "", 0)
+        self.error = error
+
+
 class IndexerRouter(GraphQLRouter):
     """A query refused before it ran (syntax, unknown field, depth, cost: errors without a
     path) is answered 400, as GraphQL over HTTP has it; errors while resolving keep 200."""
+
+    # A GET's ``variables`` and ``extensions`` and every WebSocket message are JSON that the
+    # platform's body check never sees: they get the same strict reading (jsonbody).
+    def decode_json(self, data: str | bytes) -> object:
+        try:
+            return jsonbody.loads(data.encode("utf-8", "surrogatepass")
+                                  if isinstance(data, str) else data)
+        except jsonbody.JsonBodyError as exc:
+            # strawberry closes a WebSocket on a JSONDecodeError (4400) and parse_json below
+            # answers HTTP with 400.
+            raise _RefusedJson(exc) from None
+
+    def parse_json(self, data: str | bytes) -> Any:
+        try:
+            return self.decode_json(data)
+        except _RefusedJson as refused:
+            raise HTTPException(400, f"invalid_json: {refused.error}") from None
 
     def create_response(self, response_data: Any, sub_response: Response) -> Response:
         response = super().create_response(response_data, sub_response)
