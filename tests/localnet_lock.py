@@ -12,10 +12,21 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 LOCK = Path("/tmp/net-localnet.lock")
+
+# What this process holds the lock for and gives up before anything else here takes it: the
+# session's shared network (tests/localnet.py), stopped and purged first. Without it a second
+# flock() in the same process would wait for itself, or two networks would share the ports.
+on_lock: list[Callable[[], None]] = []
+
+
+def release_shared() -> None:
+    """Stop what this process holds the lock for (the shared network), if anything."""
+    while on_lock:
+        on_lock[-1]()  # each one removes itself
 
 
 def _ancestors(pid: int) -> set[int]:
@@ -49,6 +60,7 @@ def held_by_ancestor(path: Path = LOCK) -> bool:
 
 @contextlib.contextmanager
 def localnet_lock(path: Path = LOCK) -> Iterator[None]:
+    release_shared()
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     try:
         if not held_by_ancestor(path):
