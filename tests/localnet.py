@@ -219,20 +219,28 @@ class SharedNetwork:
             os.close(fd)
             raise
         self._fd = fd
-        on_lock.append(self.release)
+        on_lock.append(self._hand_over)
 
-    def release(self) -> None:
-        """Stop and purge the network, and give the lock back."""
-        if self._fd is None:
-            return
+    def _hand_over(self) -> int | None:
+        """Stop and purge the network; the lock's descriptor, still locked, to whoever takes the
+        lock next in this process (tests/localnet_lock.py)."""
+        fd, self._fd = self._fd, None
         with contextlib.suppress(ValueError):
-            on_lock.remove(self.release)
+            on_lock.remove(self._hand_over)
+        if fd is None:
+            return None
         try:
             purged = down(self.env)
             assert purged.returncode == 0, purged.stderr
-        finally:
-            os.close(self._fd)
-            self._fd = None
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def release(self) -> None:
+        """Stop and purge the network, and give the lock back."""
+        if (fd := self._hand_over()) is not None:
+            os.close(fd)
 
     def _start(self) -> dict[str, Any]:
         self.starts += 1

@@ -85,13 +85,11 @@ def starts_process(item: pytest.Item) -> bool:
 LOCALNET_NAMES = frozenset({"localnet_lock", "localnet_stack"})
 LOCALNET_MODULE = "tests.localnet"
 # The session's shared local network (tests/localnet.py): the modules that use it run first in
-# the group, in this order (then as collected): the ones that only read first, the drills (which
-# inject faults, and restore them) last.
+# the group, in this order (then as collected): the ones that only read first.
 SHARED_FIXTURE = "shared_localnet"
 SHARED_ORDER = (
     "tests/monitoring/test_localnet_monitoring.py",
     "tests/backup/test_localnet_backup.py",
-    "tests/drills/test_localnet_drills.py",
 )
 
 

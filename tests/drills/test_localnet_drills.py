@@ -21,7 +21,7 @@ import pytest
 from ops_tools.chain.rpc import RpcClient
 from ops_tools.chain.status import wait_finality_advances
 from tests import localnet as shared
-from tests.localnet import OPS_TOOLS, PUBLIC_RPC, ROOT
+from tests.localnet import OPS_TOOLS, PUBLIC_RPC, ROOT, started
 
 pytestmark = pytest.mark.slow
 
@@ -31,11 +31,12 @@ def ops(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def localnet(shared_localnet):
-    # The session's shared network (tests/localnet.py), checked healthy: every drill restores
-    # what it broke (each test ends on assert_healthy).
-    net = shared_localnet.acquire()
-    return net.env, net.state
+def localnet(tmp_path_factory):
+    # A network of its own (tests/localnet.py). On the session's shared one, after monitoring
+    # and backup, authority-down's FinalityStalled did not fire within its bound in one run
+    # (load 10-24 on the two cores; the cause was not found): fresh, as the drills were measured.
+    with started(tmp_path_factory.mktemp("localnet")) as net:
+        yield net.env, net.state
 
 
 def supervisorctl(state: Path, *args: str) -> str:
