@@ -4,7 +4,7 @@ at a time on a machine, under /tmp/net-localnet.lock).
 - ``started(state, ...)``: a module's own network. Takes the lock, ``localnet up --json``, and
   ``localnet down --purge --yes`` at the end, whatever happened. For the modules that purge it,
   reset it to a new genesis or need it fresh (tests/deploy, tests/reset, onboarding from nothing,
-  the llama.cpp engine).
+  the llama.cpp engine), and the drills (tests/drills/test_localnet_drills.py says why).
 - ``shared_localnet`` (session fixture, so one per xdist worker; every module that uses the local
   network runs on one worker): one network that the modules which leave it healthy reuse, each
   through ``shared_localnet.acquire()`` at its start. That re-runs ``localnet up`` (no change,
@@ -12,7 +12,8 @@ at a time on a machine, under /tmp/net-localnet.lock).
   finality advances; a network that is still not healthy is purged and started afresh, so one
   module's damage does not reach the next (tests/process_lane.py runs these modules first in the
   group, in its SHARED_ORDER). Anything else that takes the lock in this process
-  (``localnet_lock()``) first stops and purges the shared network: two networks never run at once.
+  (``localnet_lock()``) first stops and purges the shared network, and takes the lock over
+  without a gap: two networks never run at once.
 
 A failed ``localnet up`` says why in the assertion: ``supervisorctl status`` and the end of the
 log of every program that is not RUNNING or that the error names (by name or by a port of its
