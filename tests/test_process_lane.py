@@ -156,3 +156,62 @@ def test_under_xdist_a_module_fixture_is_set_up_once_and_the_test_hosts_on_one_w
     assert sorted(modules) == ["test_hosts_only", "test_mixed", "test_plain"]  # once each
     # The modules that use the test hosts run on the same worker (one fleet per run).
     assert workers["test_mixed"] == workers["test_hosts_only"]
+
+
+LANE_SUITE = {
+    # A plugin's, as tests/conftest.py loads tests/localnet.py's.
+    "lanefixtures.py": """
+import pytest
+
+@pytest.fixture(scope="session")
+def shared_localnet():
+    return "the session's network"
+""",
+    "tests/a/test_plain.py": """
+import pytest
+
+pytestmark = pytest.mark.process
+
+def test_plain():
+    pass
+""",
+    "tests/b/test_own.py": """
+import pytest
+
+from contextlib import nullcontext as localnet_lock  # the name is what groups it
+
+pytestmark = pytest.mark.process
+
+def test_own_first():
+    pass
+
+def test_own_second():
+    pass
+""",
+    "tests/c/test_reads.py": """
+def test_reads(shared_localnet):
+    pass
+""",
+    "tests/monitoring/test_localnet_monitoring.py": """
+def test_monitors(shared_localnet):
+    pass
+""",
+    "tests/d/test_pure.py": """
+def test_pure():
+    pass
+""",
+}
+
+
+def test_the_local_network_lane_runs_first_and_its_sharing_modules_first_in_it(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(**{path.removesuffix(".py"): body for path, body in LANE_SUITE.items()})
+    pytester.syspathinsert()
+    result = pytester.runpytest_inprocess("-p", "tests.process_lane", "-p", "lanefixtures",
+                                          "--collect-only", "-q")
+    order = [line.split("::", 1)[1] for line in result.outlines if "::" in line]
+    # The shared network's modules first (the listed order, then as collected), then the
+    # group's other modules, each whole and in order; the rest as collected.
+    assert order == ["test_monitors", "test_reads", "test_own_first", "test_own_second",
+                     "test_plain", "test_pure"]
