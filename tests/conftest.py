@@ -55,7 +55,7 @@ def vectors_dir() -> Path:
 
 # The systemd test hosts' fixture (`testhosts`), for every suite that deploys to real hosts; the
 # process mark, its automatic marking and the fast lane's guard (`pytest --fast`).
-pytest_plugins = ["tests.hosts.fixture", "tests.process_lane", "tests.localnet"]
+pytest_plugins = ["tests.hosts.fixture", "tests.process_lane"]
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -1,19 +1,9 @@
 """The local network in tests: ``ops-tools localnet up`` on inventories/local (fixed ports, one
-at a time on a machine, under /tmp/net-localnet.lock).
+at a time on a machine, under /tmp/net-localnet.lock; tests/process_lane.py runs every module
+that imports this one on one xdist worker).
 
-- ``started(state, ...)``: a module's own network. Takes the lock, ``localnet up --json``, and
-  ``localnet down --purge --yes`` at the end, whatever happened. For the modules that purge it,
-  reset it to a new genesis or need it fresh (tests/deploy, tests/reset, onboarding from nothing,
-  the llama.cpp engine), and the drills (tests/drills/test_localnet_drills.py says why).
-- ``shared_localnet`` (session fixture, so one per xdist worker; every module that uses the local
-  network runs on one worker): one network that the modules which leave it healthy reuse, each
-  through ``shared_localnet.acquire()`` at its start. That re-runs ``localnet up`` (no change,
-  fast; it starts what a previous module left stopped) and checks every program runs and
-  finality advances; a network that is still not healthy is purged and started afresh, so one
-  module's damage does not reach the next (tests/process_lane.py runs these modules first in the
-  group, in its SHARED_ORDER). Anything else that takes the lock in this process
-  (``localnet_lock()``) first stops and purges the shared network, and takes the lock over
-  without a gap: two networks never run at once.
+``started(state, ...)`` gives a module its own network: it takes the lock, runs ``localnet up
+--json``, and ``localnet down --purge --yes`` at the end, whatever happened.
 
 A failed ``localnet up`` says why in the assertion: ``supervisorctl status`` and the end of the
 log of every program that is not RUNNING or that the error names (by name or by a port of its
@@ -23,7 +13,6 @@ configuration), read before the state is purged.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import re
@@ -36,10 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from ops_tools.chain.status import wait_finality_advances
-from tests.localnet_lock import LOCK, held_by_ancestor, localnet_lock, on_lock
+from tests.localnet_lock import localnet_lock
 
 ROOT = Path(__file__).resolve().parents[1]
 OPS_TOOLS = Path(sys.executable).with_name("ops-tools")
@@ -177,110 +163,3 @@ def started(state: Path, *up_args: str, env: dict[str, str] | None = None,
             raise
         purged = down(env)
         assert purged.returncode == 0, purged.stderr
-
-
-def unhealthy(state: Path) -> str | None:
-    """Why the network is not fit for the next module, or None: a program that is not RUNNING,
-    or finality that does not advance."""
-    states = program_states(state)
-    if not states:
-        return "supervisord knows no program"
-    if stopped := {p: s for p, s in states.items() if s != "RUNNING"}:
-        return f"programs not running: {stopped}"
-    try:
-        start, reached = wait_finality_advances(PUBLIC_RPC, 120, blocks=2)
-    except Exception as exc:  # any failure here is the reason to start afresh
-        return f"finality does not advance: {exc}"
-    if reached < start + 2:
-        return f"finality does not advance: #{start} -> #{reached}"
-    return None
-
-
-class SharedNetwork:
-    """The session's shared network: started by the first module that asks, reused by the next
-    ones, stopped and purged when something else takes the lock or at the end of the session."""
-
-    def __init__(self, state: Path) -> None:
-        self.state = state
-        self.env = {**os.environ, "NET_LOCALNET_DIR": str(state)}
-        self._fd: int | None = None
-        self.starts = 0  # localnet up from nothing (printed: the measure of the sharing)
-
-    @property
-    def running(self) -> bool:
-        return self._fd is not None
-
-    def _hold(self) -> None:
-        # on_lock: before anything else in this process takes the lock, this network goes.
-        fd = os.open(LOCK, os.O_RDWR | os.O_CREAT, 0o666)
-        try:
-            if not held_by_ancestor(LOCK):
-                fcntl.flock(fd, fcntl.LOCK_EX)
-        except BaseException:
-            os.close(fd)
-            raise
-        self._fd = fd
-        on_lock.append(self._hand_over)
-
-    def _hand_over(self) -> int | None:
-        """Stop and purge the network; the lock's descriptor, still locked, to whoever takes the
-        lock next in this process (tests/localnet_lock.py)."""
-        fd, self._fd = self._fd, None
-        with contextlib.suppress(ValueError):
-            on_lock.remove(self._hand_over)
-        if fd is None:
-            return None
-        try:
-            purged = down(self.env)
-            assert purged.returncode == 0, purged.stderr
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd
-
-    def release(self) -> None:
-        """Stop and purge the network, and give the lock back."""
-        if (fd := self._hand_over()) is not None:
-            os.close(fd)
-
-    def _start(self) -> dict[str, Any]:
-        self.starts += 1
-        try:
-            return up(self.env)
-        except BaseException:
-            self.release()
-            raise
-
-    def acquire(self) -> Network:
-        """The network, healthy, for a module that leaves it healthy (or restores it)."""
-        if not self.running:
-            self._hold()
-            answer = self._start()
-            if (why := unhealthy(self.state)) is not None:
-                self.release()
-                raise AssertionError(f"the shared local network started but is not healthy:"
-                                     f" {why}{diagnose(self.state, why)}")
-            return Network(self.env, self.state, answer)
-        why = None
-        try:
-            answer = up(self.env)  # no change: it starts what a previous module left stopped
-            why = unhealthy(self.state)
-        except AssertionError as exc:
-            why = str(exc)
-        if why is None:
-            return Network(self.env, self.state, answer)
-        # A previous module's damage stays with it: a network from nothing.
-        print(f"\nthe shared local network is not healthy ({why}); starting it afresh")
-        purged = down(self.env)
-        assert purged.returncode == 0, purged.stderr
-        return Network(self.env, self.state, self._start())
-
-
-@pytest.fixture(scope="session")
-def shared_localnet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedNetwork]:
-    shared = SharedNetwork(tmp_path_factory.mktemp("localnet-shared"))
-    try:
-        yield shared
-    finally:
-        shared.release()
-        print(f"\nthe shared local network was started {shared.starts} time(s)")

@@ -12,29 +12,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 LOCK = Path("/tmp/net-localnet.lock")
-
-# What this process holds the lock for and gives up before anything else here takes it: the
-# session's shared network (tests/localnet.py), stopped and purged first. Without it a second
-# flock() in the same process would wait for itself, or two networks would share the ports.
-on_lock: list[Callable[[], int | None]] = []
-
-
-def release_shared(keep: bool = False) -> int | None:
-    """Stop what this process holds the lock for (the shared network), if anything. With
-    ``keep``, the lock's descriptor, still locked, for the caller to take over (no other session
-    waiting on the lock gets in between); else it is closed."""
-    held: int | None = None
-    while on_lock:
-        fd = on_lock[-1]()  # each one removes itself, and gives its descriptor back
-        if fd is not None and keep and held is None:
-            held = fd
-        elif fd is not None:
-            os.close(fd)
-    return held
 
 
 def _ancestors(pid: int) -> set[int]:
@@ -49,8 +30,7 @@ def _ancestors(pid: int) -> set[int]:
     return seen
 
 
-def held_by_ancestor(path: Path | None = None) -> bool:
-    path = path if path is not None else LOCK
+def held_by_ancestor(path: Path = LOCK) -> bool:
     try:
         inode = path.stat().st_ino
         locks = Path("/proc/locks").read_text().splitlines()
@@ -68,12 +48,10 @@ def held_by_ancestor(path: Path | None = None) -> bool:
 
 
 @contextlib.contextmanager
-def localnet_lock(path: Path | None = None) -> Iterator[None]:
-    path = path if path is not None else LOCK
-    held = release_shared(keep=True) if path == LOCK else None
-    fd = held if held is not None else os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+def localnet_lock(path: Path = LOCK) -> Iterator[None]:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     try:
-        if held is None and not held_by_ancestor(path):
+        if not held_by_ancestor(path):
             fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:

@@ -26,9 +26,7 @@ MARK = "process"
 # built on one of these (``funded_faucet`` on ``devnode``) is covered without being listed.
 PROCESS_FIXTURES: dict[str, frozenset[str]] = {
     # Fixtures of plugin modules (tests/conftest.py's pytest_plugins) belong to no directory.
-    # systemd-nspawn test hosts (tests/hosts/fixture.py), the shared local network
-    # (tests/localnet.py)
-    "": frozenset({"testhosts", "shared_localnet"}),
+    "": frozenset({"testhosts"}),  # systemd-nspawn test hosts (tests/hosts/fixture.py)
     "tests/ansible": frozenset({"rendered_spec"}),  # ansible-playbook
     "tests/build": frozenset({"suite", "cache", "cargo_spy"}),  # cargo
     # A test module's own fixtures, by its file: a cargo build, ops-tools node devnode-bundle.
@@ -84,13 +82,6 @@ def starts_process(item: pytest.Item) -> bool:
 # So does a module that imports the helpers of tests/localnet.py, or the module itself.
 LOCALNET_NAMES = frozenset({"localnet_lock", "localnet_stack"})
 LOCALNET_MODULE = "tests.localnet"
-# The session's shared local network (tests/localnet.py): the modules that use it run first in
-# the group, in this order (then as collected): the ones that only read first.
-SHARED_FIXTURE = "shared_localnet"
-SHARED_ORDER = (
-    "tests/monitoring/test_localnet_monitoring.py",
-    "tests/backup/test_localnet_backup.py",
-)
 
 
 def _uses_localnet(module: Any) -> bool:
@@ -109,8 +100,6 @@ def xdist_group(item: pytest.Item) -> str:
     start once. ``module_groups`` makes the choice once for a whole module."""
     module = getattr(item, "module", None)
     if module is not None and _uses_localnet(module):
-        return "localnet"
-    if SHARED_FIXTURE in getattr(item, "fixturenames", ()):
         return "localnet"
     # A network of the local chain spec elsewhere (tests/operator's ``localnet``): its nodes
     # dial the spec's bootnodes, the local network's fixed ports, and would join that network.
@@ -162,39 +151,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if config.getoption("fast"):
         config.hook.pytest_deselected(items=deselected)
         items[:] = fast
-    else:
-        items[:] = localnet_first(items, SHARED_ORDER)
-
-
-def localnet_first(items: list[pytest.Item], order: Sequence[str] = ()) -> list[pytest.Item]:
-    """The local network's group together, first in the run (a serial run does not keep the
-    shared network up while unrelated modules run; xdist takes the group as one unit, in this
-    order, and starts the biggest units first anyway); in it, the modules that share the
-    session's network (``shared_localnet``) first, in ``order`` (then as collected), so that it
-    starts once before the modules with a network of their own take the lock and purge it. A
-    module's tests stay together and in their order; the sort is the same on every worker."""
-    def group(item: pytest.Item) -> str | None:
-        mark = item.get_closest_marker("xdist_group")
-        return str(mark.args[0]) if mark is not None and mark.args else None
-
-    lane = [item for item in items if group(item) == "localnet"]
-    if not lane:
-        return items
-    sharing = {item.nodeid.split("::")[0] for item in lane
-               if SHARED_FIXTURE in getattr(item, "fixturenames", ())}
-    files = list(dict.fromkeys(item.nodeid.split("::")[0] for item in lane))
-
-    def rank(path: str) -> tuple[int, int, int]:
-        if path not in sharing:
-            return (1, 0, files.index(path))
-        return (0, order.index(path) if path in order else len(order), files.index(path))
-
-    by_file: dict[str, list[pytest.Item]] = {}
-    for item in lane:
-        by_file.setdefault(item.nodeid.split("::")[0], []).append(item)
-    chosen = {id(item) for item in lane}
-    return ([item for path in sorted(files, key=rank) for item in by_file[path]]
-            + [item for item in items if id(item) not in chosen])
 
 
 _LOST_GROUP = pytest.StashKey[str]()

@@ -5,7 +5,6 @@ lock going from the shared network to the next holder in the process without a g
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import shutil
@@ -17,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from tests import localnet_lock
 from tests.localnet import _tail, diagnose, named_in, program_states
 
 PROGRAMS = ["net-node-authority-0", "net-node-rpc-0", "net-gateway-0", "net-worker-0",
@@ -53,42 +51,6 @@ def test_a_log_tail_is_its_last_lines(tmp_path: Path) -> None:
 
 def test_without_a_supervisord_conf_it_says_so(tmp_path: Path) -> None:
     assert "was never configured" in diagnose(tmp_path, "anything")
-
-
-def _free(path: Path) -> bool:
-    fd = os.open(path, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return True
-    except BlockingIOError:
-        return False
-    finally:
-        os.close(fd)
-
-
-def test_the_lock_goes_from_the_shared_network_to_the_next_holder_without_a_gap(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    lock = tmp_path / "net-localnet.lock"
-    monkeypatch.setattr(localnet_lock, "LOCK", lock)
-    shared_fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
-    fcntl.flock(shared_fd, fcntl.LOCK_EX)
-    stopped: list[bool] = []
-
-    def hand_over() -> int:
-        # What SharedNetwork does: the network is purged (here: noted), the descriptor handed on.
-        localnet_lock.on_lock.remove(hand_over)
-        stopped.append(_free(lock))
-        return shared_fd
-
-    localnet_lock.on_lock.append(hand_over)
-    with localnet_lock.localnet_lock():
-        assert stopped == [False]  # still held while the shared network went down
-        assert not _free(lock)  # and held by the new holder
-        assert not localnet_lock.on_lock
-    assert _free(lock)  # given back at the end
-    with pytest.raises(OSError):
-        os.fstat(shared_fd)  # the handed-over descriptor was the one closed
 
 
 @pytest.mark.process  # supervisord and three programs

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ops_tools.backup import keyloss, store
-from tests.localnet import ROOT, ops
+from tests.localnet import ROOT, ops, started
 
 pytestmark = pytest.mark.slow
 INVENTORY = ROOT / "inventories" / "local"
@@ -24,11 +24,9 @@ PASSPHRASE = "drill passphrase, never on a command line"
 
 
 @pytest.fixture(scope="module")
-def localnet(shared_localnet):
-    # The session's shared network (tests/localnet.py), checked healthy: a restore here brings
-    # back what the backup held, and the key-loss drill puts authority-0's keys back.
-    net = shared_localnet.acquire()
-    return net.env, net.up, net.state
+def localnet(tmp_path_factory):
+    with started(tmp_path_factory.mktemp("localnet")) as net:
+        yield net.env, net.up, net.state
 
 
 @pytest.fixture

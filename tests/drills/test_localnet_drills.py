@@ -20,27 +20,24 @@ import pytest
 
 from ops_tools.chain.rpc import RpcClient
 from ops_tools.chain.status import wait_finality_advances
-from tests import localnet as shared
+from tests import localnet as network
 from tests.localnet import OPS_TOOLS, PUBLIC_RPC, ROOT, started
 
 pytestmark = pytest.mark.slow
 
 
 def ops(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return shared.ops(*args, env=env, timeout=1200)
+    return network.ops(*args, env=env, timeout=1200)
 
 
 @pytest.fixture(scope="module")
 def localnet(tmp_path_factory):
-    # A network of its own (tests/localnet.py). On the session's shared one, after monitoring
-    # and backup, authority-down's FinalityStalled did not fire within its bound in one run
-    # (load 10-24 on the two cores; the cause was not found): fresh, as the drills were measured.
     with started(tmp_path_factory.mktemp("localnet")) as net:
         yield net.env, net.state
 
 
 def supervisorctl(state: Path, *args: str) -> str:
-    return shared.supervisorctl(state, *args).stdout
+    return network.supervisorctl(state, *args).stdout
 
 
 def running(state: Path, program: str) -> bool:

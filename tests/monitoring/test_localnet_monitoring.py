@@ -17,7 +17,7 @@ import pytest
 
 from ops_tools.monitoring.alerts import firing_alerts, wait_for_alert
 from ops_tools.monitoring.receiver import read_deliveries
-from tests.localnet import ops
+from tests.localnet import ops, started
 
 pytestmark = pytest.mark.slow
 
@@ -28,11 +28,9 @@ def get(url: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def localnet(shared_localnet):
-    # The session's shared network (tests/localnet.py), checked healthy: this module restores
-    # what it stops.
-    net = shared_localnet.acquire()
-    return net.env, net.up, net.state
+def localnet(tmp_path_factory):
+    with started(tmp_path_factory.mktemp("localnet")) as net:
+        yield net.env, net.up, net.state
 
 
 def supervisorctl(state: Path, *args: str) -> None:
@@ -107,8 +105,8 @@ def test_authority_down_fires_the_finality_alert_and_it_resolves(localnet):
     env, up, state = localnet
     am = up["monitoring"]["alertmanager_url"]
     assert not [a for a in firing_alerts(am) if a.name == "FinalityStalled"]
-    # The network is shared (tests/localnet.py): what earlier modules' faults left in the
-    # receiver's file and in Prometheus's recently resolved alerts does not count.
+    # Only what this fault caused counts: not earlier deliveries in the receiver's file, nor
+    # alerts resolved before it.
     deliveries = state / "monitoring-0" / "receiver" / "deliveries.jsonl"
     earlier = len(read_deliveries(deliveries))
     stopped_at = time.time()

@@ -31,7 +31,6 @@ from ops_tools.chainspec.runtime import build_runtime_blob
 from ops_tools.checksums import sha256_file
 from ops_tools.devnode.runtime.blob import VERSION
 from tests.conftest import ROOT, free_port
-from tests.localnet_lock import release_shared
 
 VENV_BIN = ROOT / ".venv" / "bin"
 DEVNODE = VENV_BIN / "devnode"
@@ -199,9 +198,6 @@ def keystores(tmp_path_factory: pytest.TempPathFactory, specs: dict[str, Rendere
 
 @pytest.fixture
 def localnet(tmp_path: Path, keystores: Path) -> Iterator[LocalNet]:
-    # Its nodes dial the local chain spec's bootnodes: the session's shared local network, if it
-    # ran, would take them in.
-    release_shared()
     net = LocalNet(tmp_path / "localnet", keystores)
     try:
         yield net
