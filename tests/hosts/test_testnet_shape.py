@@ -744,7 +744,7 @@ def assert_new_chain(world: dict[str, Any], report: dict[str, Any], old: str,
     for part in report["downtime_breakdown"]:
         print(f"  {part['phase']:<18} {part['seconds']:6.2f} s")
         for step in part["steps"]:
-            print(f"      {step['seconds']:6.2f} s  {step['step'][:70]}")
+            print(f"      {step['seconds']:6.2f} s  {step['step'][:140]}")
     assert public_genesis(world) == new
     wait_public_finality(world)
     for host in NODE_HOSTS:
