@@ -79,6 +79,15 @@ def _failure_text(event: dict[str, Any]) -> str:
     return f"{data.get('host', '?')}: {data.get('task', '?')}: {str(msg).strip()}"
 
 
+def failure_detail(failures: list[str], rc: int, *, shown: int = 5) -> str:
+    """Every host's failure, not only the first: hosts converge in parallel (strategy free), and
+    the first to time out may only be waiting on another that failed for the real reason."""
+    if not failures:
+        return f"ansible-playbook exit status {rc}"
+    more = len(failures) - shown
+    return "\n".join([*failures[:shown], *([f"(and {more} more)"] if more > 0 else [])])
+
+
 def run_playbook(
     playbook: Path,
     inventory: Path,
@@ -140,6 +149,5 @@ def run_playbook(
     finally:
         shutil.rmtree(private, ignore_errors=True)
     if not result.ok:
-        detail = result.failures[0] if result.failures else f"ansible-playbook exit status {run.rc}"
-        raise PlaybookFailed(f"{playbook.name} failed: {detail}")
+        raise PlaybookFailed(f"{playbook.name} failed: {failure_detail(result.failures, run.rc)}")
     return result

@@ -1,4 +1,5 @@
-"""Choosing the Ansible strategy of ``run_playbook`` (pure: no playbook runs here)."""
+"""Choosing the Ansible strategy of ``run_playbook`` and reporting its failures (pure: no
+playbook runs here)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ops_tools.deploy.runner import strategy_env
+from ops_tools.deploy.runner import failure_detail, strategy_env
 from ops_tools.errors import InputError
 
 
@@ -33,3 +34,20 @@ def test_an_unknown_strategy_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NET_ANSIBLE_STRATEGY", "turbo")
     with pytest.raises(InputError, match=r"'turbo'.*mitogen, ansible.*NET_ANSIBLE_STRATEGY"):
         strategy_env(None)
+
+
+def test_every_failed_host_is_reported_not_only_the_first() -> None:
+    # The worker times out waiting on the gateway; the gateway's own failure says why.
+    failures = ["worker-0: Converge: not ready after 180 s", "gateway-0: Converge: exited 2"]
+    detail = failure_detail(failures, 2)
+    assert detail.splitlines() == failures
+
+
+def test_a_storm_of_failures_is_bounded_and_counted() -> None:
+    detail = failure_detail([f"host-{i}: failed" for i in range(12)], 2)
+    assert detail.splitlines()[:5] == [f"host-{i}: failed" for i in range(5)]
+    assert detail.splitlines()[5:] == ["(and 7 more)"]
+
+
+def test_a_run_without_a_failed_task_gives_the_exit_status() -> None:
+    assert failure_detail([], 4) == "ansible-playbook exit status 4"
