@@ -125,7 +125,7 @@ def breakdown_lines(report: dict) -> list[str]:
     lines = [f"downtime breakdown ({report['downtime_s']:.2f} s):"]
     for part in report.get("downtime_breakdown", []):
         lines.append(f"  {part['phase']:<18} {part['seconds']:6.2f} s")
-        lines += [f"      {step['seconds']:6.2f} s  {step['step'][:70]}" for step in part["steps"]]
+        lines += [f"      {step['seconds']:6.2f} s  {step['step'][:140]}" for step in part["steps"]]
     return lines
 
 

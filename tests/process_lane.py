@@ -79,7 +79,18 @@ def starts_process(item: pytest.Item) -> bool:
 
 # Names a test module imports when its tests start the local network, which runs on fixed ports
 # under the machine-wide lock (tests/localnet_lock.py): one xdist worker runs them all in turn.
+# So does a module that imports the helpers of tests/localnet.py, or the module itself.
 LOCALNET_NAMES = frozenset({"localnet_lock", "localnet_stack"})
+LOCALNET_MODULE = "tests.localnet"
+
+
+def _uses_localnet(module: Any) -> bool:
+    for name, value in vars(module).items():
+        if name in LOCALNET_NAMES or getattr(value, "__name__", None) == LOCALNET_MODULE:
+            return True
+        if callable(value) and getattr(value, "__module__", None) == LOCALNET_MODULE:
+            return True
+    return False
 
 
 def xdist_group(item: pytest.Item) -> str:
@@ -88,7 +99,7 @@ def xdist_group(item: pytest.Item) -> str:
     fleet per session, not per worker), and otherwise the test's file, so a module's fixtures
     start once. ``module_groups`` makes the choice once for a whole module."""
     module = getattr(item, "module", None)
-    if module is not None and LOCALNET_NAMES.intersection(vars(module)):
+    if module is not None and _uses_localnet(module):
         return "localnet"
     # A network of the local chain spec elsewhere (tests/operator's ``localnet``): its nodes
     # dial the spec's bootnodes, the local network's fixed ports, and would join that network.

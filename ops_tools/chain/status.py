@@ -72,3 +72,23 @@ def wait_finality_advances(
 
     wait_for(f"finality to advance by {blocks} block(s) on {url}", probe, timeout_s, interval_s)
     return start, reached
+
+
+def wait_finality_stalls(url: str, window_s: float, timeout_s: float,
+                         interval_s: float = 0.5) -> int:
+    """Wait until the finalized height has not changed for ``window_s``; returns that height."""
+    client = RpcClient(url, timeout=3)
+    last: int | None = None
+    since = time.monotonic()
+
+    def probe() -> tuple[bool, str]:
+        nonlocal last, since
+        height, now = client.finalized_number(), time.monotonic()
+        if height != last:
+            last, since = height, now
+        return now - since >= window_s, f"finalized #{height}, unchanged for {now - since:.0f} s"
+
+    wait_for(f"finality to stall on {url} (no new finalized block for {window_s:.0f} s)", probe,
+             timeout_s, interval_s)
+    assert last is not None
+    return last

@@ -102,7 +102,8 @@ def drill(
     arg: str | None = typer.Argument(
         None, help="The scenario's host or service (service-down: faucet, gateway, ...)."),
     inventory: Path = typer.Option(DEFAULT_INVENTORY, "--inventory", "-i",
-                                   help="Ansible inventory of the network (with monitoring)."),
+                                   help="Ansible inventory of the network: the local one, or"
+                                        " machines reached over SSH (docs/drills.md)."),
     resume: bool = typer.Option(False, "--resume",
                                 help="Restore the fault of a drill that did not finish, check"
                                      " the recovery and report it."),
@@ -117,7 +118,7 @@ def drill(
         _key_loss(inventory, arg, backup_dir, passphrase_file, json_out)
         return
     from ops_tools.deploy.inventory import load_inventory
-    from ops_tools.drills.network import LocalNetwork
+    from ops_tools.drills.remote import open_network
     from ops_tools.drills.runner import run
     from ops_tools.drills.scenarios import SCENARIOS, build
     from ops_tools.errors import InputError
@@ -127,18 +128,21 @@ def drill(
     if scenario is not None and scenario not in SCENARIOS:
         raise InputError(f"scenario {scenario!r} is unknown; choose one of"
                          f" {', '.join(SCENARIOS)}")
-    net = LocalNetwork(load_inventory(inventory))
-    if scenario is not None:
-        build(scenario, arg, net.topology())  # a bad name fails before anything else
-    out = err_console if json_out else console
-    display = _Display(out)
+    net = open_network(load_inventory(inventory))
+    try:
+        if scenario is not None:
+            build(scenario, arg, net.topology())  # a bad name fails before anything else
+        out = err_console if json_out else console
+        display = _Display(out)
 
-    def on_previous(journal: Any) -> None:
-        out.print(f"restoring the fault of drill {journal.drill_id} ({journal.scenario}), which"
-                  " did not finish", markup=False)
+        def on_previous(journal: Any) -> None:
+            out.print(f"restoring the fault of drill {journal.drill_id} ({journal.scenario}),"
+                      " which did not finish", markup=False)
 
-    previous, report = run(net, scenario, arg, resume=resume, display=display,
-                           on_previous=on_previous)
+        previous, report = run(net, scenario, arg, resume=resume, display=display,
+                               on_previous=on_previous)
+    finally:
+        net.close()
     if json_out:
         print_json({"previous": previous.to_json() if previous else None,
                     "report": report.to_json() if report else None})

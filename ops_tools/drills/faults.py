@@ -30,6 +30,16 @@ class Env(Protocol):
     def faucet_refill(self, host: str, facts: Facts) -> str: ...
 
 
+class FirewallEnv(Env, Protocol):
+    """What a partition by firewall rules needs: a network whose hosts have namespaces of their
+    own (``drills.remote.RemoteNetwork``)."""
+
+    def p2p_endpoint(self, host: str) -> tuple[str, int]: ...
+    def block(self, host: str, peers: list[tuple[str, int]]) -> None: ...
+    def unblock(self, host: str) -> None: ...
+    def blocked(self, host: str) -> bool: ...
+
+
 @runtime_checkable
 class Fault(Protocol):
     def describe(self) -> dict[str, Any]: ...
@@ -103,6 +113,55 @@ class Partition:
         cut_off = [h for h, pid in ids.items() if pid in blocked]
         return bool(cut_off), (f"{self.cut} refuses {', '.join(cut_off)}" if cut_off
                                else f"{self.cut} refuses no peer")
+
+
+@dataclass(frozen=True)
+class FirewallPartition:
+    """Cut one node off from the others in the hosts' network namespaces: on the cut host, a
+    rule set dropping p2p traffic to and from every other node's address and port; on each
+    other host, one dropping it to and from the cut node's (``drills.firewall``). Removed by
+    deleting those tables, which needs no fact of the injection: a drill killed half-way
+    through is restored the same way. The node processes are not touched."""
+
+    cut: str
+    others: tuple[str, ...]
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "partition", "by": "nftables", "cut": self.cut, "from": list(self.others)}
+
+    def hosts(self) -> tuple[str, ...]:
+        return (self.cut, *self.others)
+
+    def inject(self, env: Env) -> Facts:
+        fw = _firewall(env)
+        ends = {h: fw.p2p_endpoint(h) for h in self.hosts()}
+        facts = {"endpoints": {h: list(e) for h, e in ends.items()}}
+        env_facts = getattr(env, "on_facts", None)
+        if env_facts is not None:  # journaled before the first rule goes in
+            env_facts(facts)
+        fw.block(self.cut, [ends[h] for h in self.others])
+        for host in self.others:
+            fw.block(host, [ends[self.cut]])
+        return facts
+
+    def remove(self, env: Env, facts: Facts) -> str:
+        fw = _firewall(env)
+        for host in self.hosts():
+            fw.unblock(host)
+        return f"the drill's rules removed from {', '.join(self.hosts())}"
+
+    def present(self, env: Env, facts: Facts) -> tuple[bool, str]:
+        fw = _firewall(env)
+        left = [h for h in self.hosts() if fw.blocked(h)]
+        return bool(left), (f"rules of the drill on {', '.join(left)}" if left
+                            else "no rule of the drill on any host")
+
+
+def _firewall(env: Env) -> FirewallEnv:
+    if not all(hasattr(env, m) for m in ("p2p_endpoint", "block", "unblock", "blocked")):
+        raise FaultError("this network has no firewall the drill can set (a partition by rules"
+                         " runs on hosts with network namespaces of their own)")
+    return env  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """A drill's first step: the network is healthy, or the drill does not start.
 
 Healthy: every program of the nodes and services runs, every node answers, the public node's
-finality advances, every Prometheus target is up and Alertmanager has nothing firing. A stopped
+finality advances, every Prometheus target is up and Alertmanager has nothing firing (a network
+without monitoring: the rest). A stopped
 program fails at once; what may still be settling (an alert of the previous drill resolving, a
 target between scrapes) is waited for, within a bound.
 """
@@ -38,6 +39,8 @@ def problems(net: LocalNetwork) -> tuple[list[str], list[str]]:
         ok, seen = net.service_ready(host)
         if not ok:
             settling.append(f"{host} is not ready ({seen})")
+    if not net.monitored:
+        return broken, settling
     try:
         alerts = [a for a in firing_alerts(net.alertmanager_url) if a.state == "firing"]
         settling += [f"alert {a.name} fires ({_where(a.labels)}: {a.summary})" for a in alerts]

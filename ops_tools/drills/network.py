@@ -2,8 +2,9 @@
 hosts (nodes, services), their programs, the public RPC, Prometheus and Alertmanager. It is the
 ``faults.Env`` of the drills.
 
-The local network only for now (every host on this machine, under its supervisord): a remote
-inventory is refused with a clear error rather than half-driven.
+``LocalNetwork`` is the local network (every host on this machine, under its supervisord);
+``drills.remote.RemoteNetwork`` the same over SSH for an inventory of remote machines, and
+``drills.remote.open_network`` picks the one an inventory needs.
 """
 
 from __future__ import annotations
@@ -42,9 +43,8 @@ class LocalNetwork:
     def __init__(self, inventory: Inventory, state: Path | None = None) -> None:
         self.inventory = inventory
         if not any(v.get("net_localnet") is True for v in inventory.hostvars.values()):
-            raise InputError(f"inventory {inventory.path}: drills run on the local network"
-                             " (net_localnet: true) for now; the testnet's hosts are not"
-                             " driven yet (docs/drills.md)")
+            raise InputError(f"inventory {inventory.path} is not the local network"
+                             " (net_localnet: true); open it with drills.remote.open_network")
         self.state = state or localnet_dir()
         self.nodes: dict[str, dict[str, Any]] = {}
         for host in inventory.hosts("authorities") + inventory.hosts("rpc_nodes"):
@@ -59,9 +59,13 @@ class LocalNetwork:
             if manifest is not None:
                 self.services[host] = manifest
         self.prometheus_url, self.alertmanager_url = monitoring_urls(inventory)
+        self.monitored = True
         self.drill_dir = self.state / "drills"
         public = [h for h in inventory.hosts("rpc_nodes") if h in self.nodes]
         self.public_host = public[0] if public else inventory.hosts("authorities")[0]
+
+    def close(self) -> None:
+        """Nothing held open here (a remote network closes its port forwards)."""
 
     # ---- topology ----------------------------------------------------------------------------
     def topology(self) -> Topology:
@@ -280,5 +284,6 @@ class LocalNetwork:
     def describe(self) -> dict[str, Any]:
         return {"inventory": str(self.inventory.path), "state": str(self.state),
                 "prometheus_url": self.prometheus_url, "alertmanager_url": self.alertmanager_url,
+                "monitored": self.monitored,
                 "nodes": sorted(self.nodes), "services": sorted(self.services)}
 

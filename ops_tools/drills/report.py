@@ -21,6 +21,7 @@ F_AFTER = "head_after"  # the public node once recovered
 F_FOR = "alert_for_s"
 F_SCRAPE = "scrape_interval_s"
 F_SLOT = "slot_s"
+F_DETECTED_BY = "detected_by"  # alertmanager, or finality (a network without monitoring)
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,9 @@ class Report:
     recover_s: float | None  # removal -> every recovery check passed
     blocks: Blocks | None
     error: str | None = None
+    # What saw the fault: "alertmanager" (the alert fired), or "finality" (no monitoring: the
+    # public node's finalized height stood still); None when the detection was not recorded.
+    detected_by: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -99,4 +103,5 @@ def build(scenario: dict[str, Any], status: str, facts: dict[str, Any], public_h
         resolve_s=_span(facts, F_REMOVED, F_RESOLVED),
         recover_s=_span(facts, F_REMOVED, F_RECOVERED),
         blocks=blocks_of(facts, public_host), error=error,
+        detected_by=facts.get(F_DETECTED_BY),
     )

@@ -24,7 +24,7 @@ from types import FrameType
 from typing import Any, ClassVar
 
 from ops_tools import runbook
-from ops_tools.chain.status import wait_finality_advances, wait_for
+from ops_tools.chain.status import wait_finality_advances, wait_finality_stalls, wait_for
 from ops_tools.drills import health
 from ops_tools.drills import report as rep
 from ops_tools.drills.network import LocalNetwork
@@ -37,6 +37,11 @@ JOURNAL_NAME = "journal.json"
 LOCK_NAME = "lock"
 FINISHED = ("completed", "restored", "declined")
 STEPS = ("healthy", "inject", "detect", "remove", "recover")
+# Without monitoring, a finality stall is the finalized height unchanged this long (at least).
+STALL_WINDOW_S = 15.0
+STALL_SLOTS = 15
+# The alert a drill can do without: its fault shows on the chain itself.
+SEEN_ON_CHAIN = ("FinalityStalled",)
 
 
 class DrillBusy(OpsError):
@@ -103,22 +108,35 @@ class Drill:
 
     def inject(self) -> str:
         net, alert = self.net, self.scenario.alert
-        self._note(**{rep.F_FOR: rule_for_s(net.prometheus_url, alert.name),
-                      rep.F_SCRAPE: scrape_interval_s(net.prometheus_url),
-                      rep.F_SLOT: net.slot_s(),
-                      rep.F_BEFORE: list(net.head(net.public_host))})
+        if net.monitored:
+            self._note(**{rep.F_FOR: rule_for_s(net.prometheus_url, alert.name),
+                          rep.F_SCRAPE: scrape_interval_s(net.prometheus_url)})
+        self._note(**{rep.F_SLOT: net.slot_s(), rep.F_BEFORE: list(net.head(net.public_host))})
         self._fault_facts(self.scenario.fault.inject(net) or {})
         self._note(**{rep.F_INJECTED: time.time()})
         return f"{self.scenario.summary}"
 
     def detect(self) -> str:
         alert = self.scenario.alert
+        if not self.net.monitored:
+            return self._detect_stall()
         bound = rep.detect_bound(self.facts.get(rep.F_FOR), self.facts.get(rep.F_SCRAPE)) or 60
         wait_for_alert(self.net.alertmanager_url, alert.name, alert.labels,
                        timeout_s=detect_timeout(bound))
-        self._note(**{rep.F_DETECTED: time.time()})
+        self._note(**{rep.F_DETECTED: time.time(), rep.F_DETECTED_BY: "alertmanager"})
         took = time.time() - float(self.facts.get(rep.F_INJECTED, time.time()))
         return f"{alert.name} fires in Alertmanager, {took:.1f} s after the injection"
+
+    def _detect_stall(self) -> str:
+        """No monitoring: the stall the alert would report, seen on the public node itself."""
+        net = self.net
+        window = max(STALL_WINDOW_S, STALL_SLOTS * net.slot_s())
+        height = wait_finality_stalls(str(net.rpc(net.public_host).url), window,
+                                      detect_timeout(2 * window))
+        self._note(**{rep.F_DETECTED: time.time(), rep.F_DETECTED_BY: "finality"})
+        took = time.time() - float(self.facts.get(rep.F_INJECTED, time.time()))
+        return (f"no monitoring: finality stalled at #{height} on {net.public_host} (unchanged"
+                f" for {window:.0f} s), {took:.1f} s after the injection")
 
     def remove(self) -> str:
         heads = {}
@@ -145,6 +163,8 @@ class Drill:
                     wait_for(f"{host} to run and be ready", lambda h=host: self._ready(h),
                              wait_s, interval_s=1)
                 seen.append(f"{', '.join(self.scenario.fault.hosts())} ready")
+            elif check == RESOLVED and not net.monitored:
+                seen.append("no monitoring: no alert to resolve")
             elif check == RESOLVED:
                 alert = self.scenario.alert
                 bound = rep.detect_bound(self.facts.get(rep.F_FOR),
@@ -234,6 +254,14 @@ def drill_lock(net: LocalNetwork) -> Iterator[None]:
                         " wait for it to end") from None
 
 
+def require(net: LocalNetwork, scenario: Scenario) -> None:
+    """A network without monitoring runs only the drills whose fault shows on the chain."""
+    if not net.monitored and scenario.alert.name not in SEEN_ON_CHAIN:
+        raise InputError(f"drill {scenario.name} waits for {scenario.alert.name} in"
+                         f" Alertmanager, and inventory {net.inventory.path} has no monitoring"
+                         " host; deploy roles/monitoring (docs/monitoring.md) first")
+
+
 def finish_pending(net: LocalNetwork, journal: DrillJournal,
                    display: runbook.Display | None = None) -> rep.Report:
     """Remove the fault a drill that did not finish left, and check the recovery."""
@@ -276,6 +304,7 @@ def run(net: LocalNetwork, name: str | None, arg: str | None, *, resume: bool = 
         if name is None:
             raise InputError("name a scenario (or --resume a drill that did not finish)")
         scenario = build(name, arg, net.topology())
+        require(net, scenario)
         journal = DrillJournal(path=journal_path(net), drill_id=uuid.uuid4().hex[:12],
                                scenario=name, arg=arg, inventory=str(net.inventory.path))
         journal.save()

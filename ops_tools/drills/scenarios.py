@@ -30,6 +30,9 @@ class Topology:
     rpc_nodes: tuple[str, ...]
     # service inventory host -> service name (faucet-0 -> faucet)
     services: Mapping[str, str] = field(default_factory=dict)
+    # Hosts with network namespaces of their own (remote machines): a partition is firewall
+    # rules there; on the local network, the nodes' own peer handling.
+    firewall: bool = False
 
     def service_host(self, name: str) -> str:
         """The host of a service given by host (faucet-0) or by service name (faucet)."""
@@ -109,10 +112,13 @@ def _partition(topo: Topology, arg: str | None) -> Scenario:
                          f" {list(topo.authorities)}")
     cut = _one_of("authority", topo.authorities, arg)
     others = tuple(h for h in topo.authorities + topo.rpc_nodes if h != cut)
+    fault: faults.Fault = (faults.FirewallPartition(cut, others) if topo.firewall
+                           else faults.Partition(cut, others))
+    how = " (nftables rules in the hosts' network namespaces)" if topo.firewall else ""
     return Scenario("partition", arg,
-                    f"{cut} cut off from {', '.join(others)}: the authorities cannot reach each"
-                    " other, directly or through a node that would relay their votes",
-                    faults.Partition(cut, others), AlertCheck("FinalityStalled"))
+                    f"{cut} cut off from {', '.join(others)}{how}: the authorities cannot reach"
+                    " each other, directly or through a node that would relay their votes",
+                    fault, AlertCheck("FinalityStalled"))
 
 
 def _faucet_drain(topo: Topology, arg: str | None) -> Scenario:

@@ -16,7 +16,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -94,6 +94,9 @@ class Facts(TypedDict, total=False):
     pending_services: dict[str, list[dict[str, Any]]]
     # restart-services: the RPC and full nodes it stopped with the restarts
     stopped_with_services: list[str]
+    # stop-nodes: the nodes it stopped (an authority it left running stops in its reset's
+    # command)
+    stopped_nodes: list[str]
     # reset-authorities / reset-rpc: the nodes their one command per host started after the
     # purge (start-authorities / start-rpc start only the others)
     started_with_reset: list[str]
@@ -126,14 +129,21 @@ class Background:
 
     run: Future[PlaybookResult] | None = None
     cancel: threading.Event = field(default_factory=threading.Event)
+    # restart-services' restarts of the staged services on remote machines, sent over their
+    # connections while the nodes' reset goes on (awaited by the services phase).
+    restarts: Future[Any] | None = None
 
     def stop(self) -> None:
         """A cycle that fails or is interrupted before the services phase stops the run,
-        instead of leaving it waiting for a chain that will not come."""
+        instead of leaving it waiting for a chain that will not come, and lets the restarts
+        end before their connections close."""
+        if self.restarts is not None:
+            # Their failure is not the cycle's error, which is already on its way up.
+            with contextlib.suppress(Exception):
+                self.restarts.result(timeout=120)
         if self.run is None or self.run.done():
             return
         self.cancel.set()
-        # Its failure (cancelled) is not the cycle's error, which is already on its way up.
         with contextlib.suppress(Exception):
             self.run.result(timeout=60)
 
@@ -149,6 +159,7 @@ class CycleContext:
     background: Background = field(default_factory=lambda: Background())
     phase: str = ""  # the phase running (what timed steps are filed under)
     _machines: Machines | None = None
+    _cancel: threading.Event = field(default_factory=threading.Event)
 
     @classmethod
     def open(cls, opts: Options) -> CycleContext:
@@ -300,10 +311,87 @@ class CycleContext:
         return (str(genesis), int(header["number"], 16) if header else None,
                 int(fin["number"], 16) if fin else None)
 
-    def wait_on_host(self, node: Node, what: str, check: Callable[[], tuple[bool, str]]) -> str:
+    def wait_heights(self, node: Node, what: str, genesis: str, min_best: int = 0,
+                     min_finalized: int | None = None,
+                     ) -> tuple[str | None, int | None, int | None]:
+        """Waits until the node serves ``genesis`` with best >= ``min_best`` and finalized >=
+        ``min_finalized`` (when given); returns what it served then. A remote node is waited
+        for on its host, in one command (``Machines.wait_heights``); one on this machine is
+        polled over HTTP."""
+
+        def meets(h: tuple[str | None, int | None, int | None]) -> bool:
+            return (h[0] == genesis and h[1] is not None and h[1] >= min_best
+                    and (min_finalized is None or (h[2] or 0) >= min_finalized))
+
+        def seen(h: tuple[str | None, int | None, int | None]) -> str:
+            return f"genesis {h[0]}, best #{h[1]}, finalized #{h[2]}"
+
+        if self.on_this_machine(node.host):
+            got: list[tuple[str | None, int | None, int | None]] = []
+
+            def check() -> tuple[bool, str]:
+                h = self.heights(node)
+                got.append(h)
+                return meets(h), seen(h)
+
+            self.wait_on_host(node, what, check)
+            return got[-1]
+        from ops_tools.reset.nodes import HostOpFailed
+
         try:
             with self.timed(f"wait for {node.host}"):
-                return wait_for(f"{node.host} to {what}", check, self.opts.timeout_s,
+                met, h = self.machines.wait_heights(node.host, node.rpc_port, genesis, min_best,
+                                                    min_finalized, self.opts.timeout_s)
+        except (HostOpFailed, ValueError) as exc:
+            met, h, last = False, (None, None, None), f"the wait failed: {exc}"
+        else:
+            last = seen(h)
+        if not met:
+            raise CycleFailed(
+                f"{node.host} did not {what} (timed out after {self.opts.timeout_s:.0f} s"
+                f" waiting for {node.host} to {what}; last seen: {last}); nothing further was"
+                " wiped. Fix the node, then run reset-cycle --resume"
+            ) from None
+        return h
+
+    def connect_for(self, nodes: list[Node]) -> None:
+        """Opens the session, in this thread, before waits in threads of their own poll the
+        remote ones among ``nodes`` (it is opened on first use)."""
+        if any(not self.on_this_machine(n.host) for n in nodes):
+            _ = self.machines
+
+    def wait_on_hosts(self, waits: list[Callable[[], str]]) -> list[str]:
+        """Each wait at once (a thread each), so that the slowest bounds them instead of their
+        sum: each poll of a remote node is a command over SSH. Every wait runs to its end; the
+        first failure is raised. Node polls only: pyinfra's local connector needs the main
+        thread, and a node on this machine is asked over HTTP."""
+        if len(waits) < 2:
+            return [w() for w in waits]
+        pool = ThreadPoolExecutor(max_workers=len(waits), thread_name_prefix="reset-wait")
+        futures = [pool.submit(w) for w in waits]
+        try:
+            outcomes = [f.exception() or f.result() for f in futures]
+        except BaseException:
+            # Interrupted here (^C): the polls from here end at their next one, a wait on a
+            # host when the cycle closes its connections, instead of running on to --timeout.
+            self._cancel.set()
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown()
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        return [str(o) for o in outcomes]
+
+    def wait_on_host(self, node: Node, what: str, check: Callable[[], tuple[bool, str]]) -> str:
+        def poll() -> tuple[bool, str]:
+            if self._cancel.is_set():
+                raise CycleFailed(f"{node.host}: the wait was interrupted")
+            return check()
+
+        try:
+            with self.timed(f"wait for {node.host}"):
+                return wait_for(f"{node.host} to {what}", poll, self.opts.timeout_s,
                                 interval_s=WINDOW_POLL_S)
         except WaitTimeout as exc:
             raise CycleFailed(

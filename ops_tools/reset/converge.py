@@ -15,7 +15,9 @@ from typing import Any
 
 from ops_tools.deploy.paths import PLAYBOOKS, localnet_dir
 from ops_tools.programs import Program
-from ops_tools.reset.context import CycleContext
+from ops_tools.reset.context import CycleContext, CycleFailed
+from ops_tools.reset.nodes import LOCAL, HostOpFailed
+from ops_tools.reset.phases import Phase
 from ops_tools.reset.shell import all_at_once, in_order
 
 
@@ -73,15 +75,28 @@ def restart_services(ctx: CycleContext) -> str:
         else:
             for n in [*public, *authorities]:
                 commands.setdefault(n.host, []).append(n.stop_command())
+        # The restarts on remote machines go over their connections from a thread of their
+        # own and are awaited by the services phase: each service comes up not ready until
+        # the new chain is served anyway, so its graceful stop and start-up (seconds) need not
+        # hold the window; this phase waits for the nodes' stop alone. On this machine
+        # (pyinfra's local connector runs in the main thread) they stay in the nodes' batch.
+        later: dict[str, list[str]] = {}
         for host, ps in staged.items():
-            commands.setdefault(host, []).extend(restart_command(p) for p in ps)
+            on = later if ctx.machines.machine_of[host] != LOCAL else commands
+            on.setdefault(host, []).extend(restart_command(p) for p in ps)
+        if later:
+            ctx.background.restarts = ctx.machines.run_later(
+                "restart the staged services", later, parallel=True)
         stopped = [n.host for n in [*public, *authorities]]
-        ctx.machines.run(f"restart the staged services; stop {', '.join(stopped)}", commands,
-                         parallel=True)
+        what = [f"stop {', '.join(stopped)}"] if stopped else []
+        if any(h in staged for h in commands):
+            what.insert(0, "restart the staged services")
+        ctx.machines.run("; ".join(what), commands, parallel=True)
         ctx.facts["stopped_with_services"] = stopped
         names = ", ".join(sorted(p["name"] for ps in staged.values() for p in ps))
         with_them = f"; stopped {', '.join(stopped)} with them" if stopped else ""
-        return f"restarted {names}{with_them}"
+        sent = " (awaited by the services phase)" if later else ""
+        return f"restarted {names}{sent}{with_them}"
     if staged is not None:
         return "no service needed a restart"
     from ops_tools.deploy.runner import run_playbook
@@ -104,6 +119,17 @@ def services(ctx: CycleContext) -> str:
     # cycle has no such run (it died with the killed one) and converges them here.
     from ops_tools.deploy.runner import run_playbook
 
+    if ctx.background.restarts is not None:
+        restarts, ctx.background.restarts = ctx.background.restarts, None
+        try:
+            _, step = restarts.result()
+        except HostOpFailed as exc:
+            raise CycleFailed(f"the staged services' restart failed: {exc}") from None
+        if step is not None:  # filed under the phase that sent it, where it began
+            what, started, seconds = step
+            ctx.facts.setdefault("timings", []).append(
+                [Phase.RESTART_SERVICES.value, f"{what} (not awaited there)",
+                 round(started, 3), round(seconds, 3)])
     ctx.machines.run("services after reset", {h.host: h.after_reset() for h in ctx.hooks})
     hooks = ", ".join(f"{h.name}: {h.action}" for h in ctx.hooks)
     if ctx.background.run is not None:

@@ -17,7 +17,7 @@ import shlex
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -60,6 +60,32 @@ _HEIGHTS_CLIENT = (
     " num(call('chain_getHeader', [f])) if f else None]))\n"
 )
 
+# Waits on the host until the node at argv[1] serves genesis argv[2] with best >= argv[3] and
+# (argv[4] >= 0) finalized >= argv[4], polling its loopback every argv[6] s for at most argv[5]
+# s; prints [met, genesis, best, finalized] once. One process and one round trip for the whole
+# wait: polling from the controller cost an SSH command and a Python start-up per poll, on the
+# CPU the starting node needs, and up to a poll's length of detection.
+_WAIT_CLIENT = _HEIGHTS_CLIENT.split("g = call(")[0] + (
+    "import time\n"
+    "def heights():\n"
+    "    g = call('chain_getBlockHash', [0])\n"
+    "    f = call('chain_getFinalizedHead') if g else None\n"
+    "    return [g, num(call('chain_getHeader')) if g else None,"
+    " num(call('chain_getHeader', [f])) if f else None]\n"
+    "want, best, fin = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])\n"
+    "end = time.monotonic() + float(sys.argv[5])\n"
+    "while True:\n"
+    "    h = heights()\n"
+    "    met = (h[0] == want and h[1] is not None and h[1] >= best\n"
+    "           and (fin < 0 or (h[2] is not None and h[2] >= fin)))\n"
+    "    if met or time.monotonic() >= end:\n"
+    "        print(json.dumps([met] + h))\n"
+    "        break\n"
+    "    time.sleep(float(sys.argv[6]))\n"
+)
+# Between two polls of a node by _WAIT_CLIENT on its host (HTTP on loopback, in process).
+HOST_POLL_S = 0.1
+
 __all__ = ["LOCAL", "HostOpFailed", "Machines", "Node", "machine_of"]
 
 
@@ -75,10 +101,13 @@ class Machines:
     def __init__(self, inventory: Inventory, hosts: list[str]) -> None:
         self.machine_of: dict[str, str] = {}
         names: dict[str, dict[str, Any]] = {}
+        # Each machine by its first inventory host: how the breakdown names it.
+        self._label: dict[str, str] = {}
         for host in hosts:
             name, data = machine_of(inventory.hostvars.get(host, {}), host)
             self.machine_of[host] = name
             names.setdefault(name, data)
+            self._label.setdefault(name, host)
         self._names: list[Any] = [(n, d) for n, d in names.items() if n != LOCAL]
         if LOCAL in names:
             self._names.append(LOCAL)
@@ -116,17 +145,23 @@ class Machines:
             return False, "", f"{type(exc).__name__}: {exc}"
         return ok, "\n".join(out.stdout_lines), "\n".join(out.stderr_lines)
 
-    def _on_each(self, work: dict[str, T], act: Callable[[str, T], Any]) -> dict[str, Any]:
+    def _on_each(self, work: dict[str, T], act: Callable[[str, T], Any],
+                 took: dict[str, float] | None = None) -> dict[str, Any]:
         """``act(machine, work)`` for every machine at once: a thread per remote machine, this
         thread for this one (pyinfra's local connector runs its processes under gevent, whose
-        child watcher lives in the main thread). The result or the exception, per machine."""
+        child watcher lives in the main thread). The result or the exception, per machine;
+        the seconds each one took into ``took``."""
         results: dict[str, Any] = {}
+        took = {} if took is None else took
 
         def call(machine: str) -> Any:
+            t0 = time.monotonic()
             try:
                 return act(machine, work[machine])
             except Exception as exc:  # reported per machine by the caller
                 return exc
+            finally:
+                took[machine] = time.monotonic() - t0
 
         remote = [m for m in work if m != LOCAL]
         with ThreadPoolExecutor(max_workers=max(1, len(remote)),
@@ -181,6 +216,23 @@ class Machines:
                 best if isinstance(best, int) else None,
                 finalized if isinstance(finalized, int) else None)
 
+    def wait_heights(self, host: str, port: int, genesis: str, min_best: int,
+                     min_finalized: int | None, timeout_s: float,
+                     ) -> tuple[bool, tuple[str | None, int | None, int | None]]:
+        """Waits on the host (one command) until its node serves ``genesis`` with best >=
+        ``min_best`` and finalized >= ``min_finalized`` (when given), for at most
+        ``timeout_s``: (met, (genesis, best, finalized) last seen)."""
+        cmd = shlex.join(["python3", "-c", _WAIT_CLIENT, f"http://127.0.0.1:{port}", genesis,
+                          str(min_best), str(-1 if min_finalized is None else min_finalized),
+                          str(timeout_s), str(HOST_POLL_S)])
+        got = json.loads(self.output(host, cmd) or "null")
+        if not isinstance(got, list) or len(got) != 4:
+            raise HostOpFailed(f"{host}: the wait for its node answered {got!r}")
+        met, g, best, fin = got
+        return (met is True, (g if isinstance(g, str) else None,
+                              best if isinstance(best, int) else None,
+                              fin if isinstance(fin, int) else None))
+
     def sha256(self, host: str, path: str) -> str:
         """The sha256 of ``path`` on the machine of ``host``."""
         return self.output(host, f"sha256sum {shlex.quote(path)}").split(" ")[0]
@@ -194,16 +246,37 @@ class Machines:
         """Run each host's commands (in order on each machine, machines in parallel; with
         ``parallel``, a machine's commands run at once too, and fail if any of them fails):
         one command per machine over its connection. Returns each machine's stdout."""
+        outputs, step = self._batch(what, commands, parallel)
+        if step is not None:
+            self.on_batch(*step)
+        return outputs
+
+    def run_later(self, what: str, commands: dict[str, list[str]], *,
+                  parallel: bool = False) -> Future[tuple[dict[str, str], Any]]:
+        """``run`` in a thread of its own, over the same connections, while this thread goes
+        on: its result (outputs and the timed step, for ``on_batch`` once awaited) or its
+        HostOpFailed comes from the future. Remote machines only: pyinfra's local connector
+        runs its processes in the main thread."""
+        local = [h for h in commands if self.machine_of[h] == LOCAL]
+        if local:
+            raise ValueError(f"run_later: {', '.join(local)} on this machine")
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reset-later")
+        future = pool.submit(self._batch, what, commands, parallel)
+        pool.shutdown(wait=False)
+        return future
+
+    def _batch(self, what: str, commands: dict[str, list[str]],
+               parallel: bool) -> tuple[dict[str, str], tuple[str, float, float] | None]:
         per_machine: dict[str, list[str]] = {}
         for host, cmds in commands.items():
             per_machine.setdefault(self.machine_of[host], []).extend(cmds)
         batch = {m: (all_at_once(cmds) if parallel else in_order(cmds))
                  for m, cmds in per_machine.items() if cmds}
         if not batch:
-            return {}
-        started, t0 = time.time(), time.monotonic()
-        results = self._on_each(batch, self._shell)
-        self.on_batch(what, started, time.monotonic() - t0)
+            return {}, None
+        started, t0, took = time.time(), time.monotonic(), {}
+        results = self._on_each(batch, self._shell, took)
+        step = (self._step(what, took), started, time.monotonic() - t0)
         failed, outputs = [], {}
         for machine, result in results.items():
             if isinstance(result, Exception):
@@ -215,7 +288,16 @@ class Machines:
                 failed.append(f"{machine}: {err.strip() or out.strip() or 'failed'}")
         if failed:
             raise HostOpFailed(f"{what} failed on " + "; ".join(failed))
-        return outputs
+        return outputs, step
+
+    def _step(self, what: str, took: dict[str, float]) -> str:
+        """The batch's name in the breakdown; with several machines, what each one took, the
+        slowest (the batch's length) first."""
+        if len(took) < 2:
+            return what
+        each = ", ".join(f"{self._label.get(m, m)} {s:.2f}"
+                         for m, s in sorted(took.items(), key=lambda kv: -kv[1]))
+        return f"{what} ({each})"
 
     def put(self, what: str, uploads: dict[str, list[tuple[Path, str, str]]]) -> None:
         """Upload ``(local file, remote path, mode)`` per host, machines in parallel; each file
@@ -225,9 +307,9 @@ class Machines:
             per_machine.setdefault(self.machine_of[host], []).extend(items)
         if not any(per_machine.values()):
             return
-        started, t0 = time.time(), time.monotonic()
-        results = self._on_each(per_machine, self._upload)
-        self.on_batch(what, started, time.monotonic() - t0)
+        started, t0, took = time.time(), time.monotonic(), {}
+        results = self._on_each(per_machine, self._upload, took)
+        self.on_batch(self._step(what, took), started, time.monotonic() - t0)
         failed = [f"{m}: {r}" for m, r in results.items() if isinstance(r, Exception)]
         if failed:
             raise HostOpFailed(f"{what} failed on " + "; ".join(failed))

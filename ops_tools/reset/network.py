@@ -60,18 +60,25 @@ def stop_nodes(ctx: CycleContext) -> str:
     # Public endpoint first, authorities last; the nodes of one step stop at once (several
     # nodes on one machine, as on the local network, need not wait for each other's shutdown).
     # restart-services stopped the RPC and full nodes with its restarts in this run (and the
-    # authorities where the order held on one machine); a resumed cycle stops them again (a
-    # stop of a stopped node is a no-op).
-    done = set() if ctx.opts.resume else set(ctx.facts.get("stopped_with_services", []))
-    steps = [[n for n in ctx.of_role("rpc", "full") if n.host not in done],
-             [n for n in ctx.of_role("authority") if n.host not in done]]
+    # authorities where the order held on one machine). The authorities left running stop in
+    # reset-authorities' command, before their purge: that phase comes after this one, so the
+    # order holds, and the window saves a round trip to their machines. A resumed cycle stops
+    # every node here (a stop of a stopped node is a no-op).
+    resume = ctx.opts.resume
+    done = set() if resume else set(ctx.facts.get("stopped_with_services", []))
+    public = [n for n in ctx.of_role("rpc", "full") if n.host not in done]
+    authorities = [n for n in ctx.of_role("authority") if n.host not in done]
+    steps = [public, authorities] if resume else [public]
     for nodes in steps:
         if nodes:
             ctx.machines.run(f"stop {', '.join(n.host for n in nodes)}",
                              {n.host: [n.stop_command()] for n in nodes}, parallel=True)
     stopped = [n.host for nodes in steps for n in nodes]
+    ctx.facts["stopped_nodes"] = sorted(set(ctx.facts.get("stopped_nodes", [])) | set(stopped))
     with_services = [h for h in done if h not in stopped]
-    return ", ".join(stopped + [f"{h} (with the services)" for h in sorted(with_services)])
+    later = [] if resume else [f"{n.host} (with the reset's command)" for n in authorities]
+    return ", ".join(stopped + [f"{h} (with the services)" for h in sorted(with_services)]
+                     + later) or "nothing left running"
 
 
 # Where stage-nodes puts the new binary and spec beside the live ones, before the downtime; the
@@ -134,7 +141,12 @@ def _reset_command(ctx: CycleContext, node: Node) -> str:
         steps = [node.stop_command(), place, node.purge_command()]
     else:
         # The purge reads the spec on the host: the old chain's database is the one deleted.
-        steps = [node.purge_command(), place]
+        # A node this run has not stopped yet (an authority on a machine of its own, left
+        # running by stop-nodes) stops first, in the same command.
+        stopped = {*ctx.facts.get("stopped_with_services", []),
+                   *ctx.facts.get("stopped_nodes", [])}
+        steps = [] if node.host in stopped else [node.stop_command()]
+        steps += [node.purge_command(), place]
     # The node starts only on the binary and spec that check out.
     steps += [_check_command(files), node.start_command()]
     return in_order(steps)
@@ -186,49 +198,53 @@ def start_rpc(ctx: CycleContext) -> str:
 
 def wait_finality(ctx: CycleContext) -> str:
     expected = ctx.facts["expected_genesis"]
-    seen, finalized_at = [], []
-    for node in ctx.of_role("authority"):
+    finalized_at: list[int] = []
 
-        def check(node: Node = node) -> tuple[bool, str]:
-            genesis, best, finalized = ctx.heights(node)
-            ok = genesis == expected and (best or 0) >= 2 and (finalized or 0) >= 1
-            if ok:
-                finalized_at.append(finalized or 0)
-            return ok, f"genesis {genesis}, best #{best}, finalized #{finalized}"
+    def wait(node: Node) -> str:
+        genesis, best, finalized = ctx.wait_heights(
+            node, "author blocks and finalize on the new genesis", expected, min_best=2,
+            min_finalized=1)
+        finalized_at.append(finalized or 0)
+        return f"{node.host}: genesis {genesis}, best #{best}, finalized #{finalized}"
 
-        seen.append(
-            f"{node.host}: "
-            + ctx.wait_on_host(node, "author blocks and finalize on the new genesis", check)
-        )
+    ctx.connect_for(ctx.of_role("authority"))
+    seen = ctx.wait_on_hosts([lambda n=n: wait(n) for n in ctx.of_role("authority")])
     if finalized_at:
         ctx.facts["new_finalized"] = min(finalized_at)
     return "; ".join(seen)
 
 
 def verify(ctx: CycleContext) -> str:
+    # Every node waited for at once, each on its host (one command), then the public
+    # endpoint, which comes up with the RPC node behind it (asked before, each poll was a TLS
+    # handshake through the edge to a node still starting, on the CPU it needed).
     expected = ctx.facts["expected_genesis"]
-    for node in ctx.nodes:
-
-        def check(node: Node = node) -> tuple[bool, str]:
-            genesis, best, _ = ctx.heights(node)
-            return genesis == expected and best is not None, f"genesis {genesis}, best #{best}"
-
-        ctx.wait_on_host(node, f"serve genesis {expected}", check)
     url = ctx.public_url()
     # Finality advancing: the public endpoint finalizes past what the authorities had
     # finalized on this genesis at wait-finality (a resumed cycle without that reading waits
     # for one more block from now).
     since = ctx.facts.get("new_finalized")
-    try:
-        with ctx.timed(f"wait for {url}: the new genesis"):
-            wait_serving(url, expected, ctx.opts.timeout_s, interval_s=WINDOW_POLL_S)
-        with ctx.timed(f"wait for {url}: finality advancing"):
-            wait_finality_advances(url, ctx.opts.timeout_s, since=since,
-                                   interval_s=WINDOW_POLL_S)
-    except (WaitTimeout, RpcError) as exc:
-        raise CycleFailed(
-            f"the public endpoint {url} does not serve genesis {expected} with finality"
-            f" advancing: {exc}"
-        ) from None
+
+    def node_serves(node: Node) -> str:
+        _, best, _ = ctx.wait_heights(node, f"serve genesis {expected}", expected)
+        return f"{node.host}: best #{best}"
+
+    def public_serves() -> str:
+        try:
+            with ctx.timed(f"wait for {url}: the new genesis"):
+                wait_serving(url, expected, ctx.opts.timeout_s, interval_s=WINDOW_POLL_S)
+            with ctx.timed(f"wait for {url}: finality advancing"):
+                wait_finality_advances(url, ctx.opts.timeout_s, since=since,
+                                       interval_s=WINDOW_POLL_S)
+        except (WaitTimeout, RpcError) as exc:
+            raise CycleFailed(
+                f"the public endpoint {url} does not serve genesis {expected} with finality"
+                f" advancing: {exc}"
+            ) from None
+        return url
+
+    ctx.connect_for(ctx.nodes)
+    ctx.wait_on_hosts([lambda n=n: node_serves(n) for n in ctx.nodes])
+    public_serves()
     ctx.facts.setdefault("downtime_to", time.time())
     return f"every node and {url} serve {expected}; finality advancing"

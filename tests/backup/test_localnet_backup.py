@@ -8,10 +8,7 @@ The drill's time to recover is printed (``-s``), never asserted: docs/backup.md.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -19,33 +16,17 @@ from pathlib import Path
 import pytest
 
 from ops_tools.backup import keyloss, store
-from tests.localnet_lock import localnet_lock
+from tests.localnet import ROOT, ops, started
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[2]
-OPS_TOOLS = Path(sys.executable).with_name("ops-tools")
 INVENTORY = ROOT / "inventories" / "local"
 PASSPHRASE = "drill passphrase, never on a command line"
 
 
-def ops(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(OPS_TOOLS), *args], capture_output=True, text=True, env=env,
-                          stdin=subprocess.DEVNULL,
-                          cwd=ROOT, timeout=900, check=False)
-
-
 @pytest.fixture(scope="module")
 def localnet(tmp_path_factory):
-    state = tmp_path_factory.mktemp("localnet")
-    env = {**os.environ, "NET_LOCALNET_DIR": str(state)}
-    with localnet_lock():
-        up = ops("localnet", "up", "--json", env=env)
-        try:
-            assert up.returncode == 0, up.stderr[-3000:]
-            yield env, json.loads(up.stdout), state
-        finally:
-            down = ops("localnet", "down", "--purge", "--yes", env=env)
-            assert down.returncode == 0, down.stderr
+    with started(tmp_path_factory.mktemp("localnet")) as net:
+        yield net.env, net.up, net.state
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from ops_tools.chainspec.header import DIGEST_PRE_RUNTIME, DigestItem
 from ops_tools.chainspec.scale import Reader
 from tests.conftest import ROOT
 from tests.devnode_js import client as js_client
-from tests.localnet_lock import localnet_lock
+from tests.localnet import started
 
 pytestmark = pytest.mark.slow
 OPS_TOOLS = Path(sys.executable).with_name("ops-tools")
@@ -46,17 +46,12 @@ def ops(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def localnet(tmp_path_factory):
+    # A network of its own (tests/localnet.py): the module measures an up from nothing, stops
+    # the network and purges it.
     state = tmp_path_factory.mktemp("localnet")
-    env = {**os.environ, "NET_LOCALNET_DIR": str(state)}
-    with localnet_lock():
-        first = ops("localnet", "up", "--json", env=env)
-        try:
-            assert first.returncode == 0, first.stderr
-            yield env, json.loads(first.stdout), state
-        finally:
-            down = ops("localnet", "down", "--purge", "--yes", env=env)
-            assert down.returncode == 0, down.stderr
-            assert not state.exists()
+    with started(state) as net:
+        yield net.env, net.up, state
+    assert not state.exists()
 
 
 def slot_of(header: dict) -> int:

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -22,39 +20,24 @@ import pytest
 
 from ops_tools.chain.rpc import RpcClient
 from ops_tools.chain.status import wait_finality_advances
-from tests.localnet_lock import localnet_lock
+from tests import localnet as network
+from tests.localnet import OPS_TOOLS, PUBLIC_RPC, ROOT, started
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[2]
-OPS_TOOLS = Path(sys.executable).with_name("ops-tools")
-PUBLIC_RPC = "http://127.0.0.1:9944"
 
 
-def ops(*args: str, env: dict[str, str], timeout: float = 1200) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(OPS_TOOLS), *args], capture_output=True, text=True, env=env,
-                          cwd=ROOT, timeout=timeout, check=False)
+def ops(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return network.ops(*args, env=env, timeout=1200)
 
 
 @pytest.fixture(scope="module")
 def localnet(tmp_path_factory):
-    state = tmp_path_factory.mktemp("localnet")
-    env = {**os.environ, "NET_LOCALNET_DIR": str(state)}
-    with localnet_lock():
-        first = ops("localnet", "up", "--json", env=env)
-        try:
-            assert first.returncode == 0, first.stderr[-3000:]
-            yield env, state
-        finally:
-            down = ops("localnet", "down", "--purge", "--yes", env=env)
-            assert down.returncode == 0, down.stderr
+    with started(tmp_path_factory.mktemp("localnet")) as net:
+        yield net.env, net.state
 
 
 def supervisorctl(state: Path, *args: str) -> str:
-    # The virtualenv's when it has one, else Debian's (scripts/bootstrap installs supervisor).
-    beside = Path(sys.executable).with_name("supervisorctl")
-    ctl = beside if beside.exists() else shutil.which("supervisorctl") or "supervisorctl"
-    return subprocess.run([str(ctl), "-c", str(state / "supervisor" / "supervisord.conf"), *args],
-                          capture_output=True, text=True, timeout=60, check=False).stdout
+    return network.supervisorctl(state, *args).stdout
 
 
 def running(state: Path, program: str) -> bool:

@@ -117,3 +117,31 @@ def test_key_loss_asks_for_its_backup_before_touching_anything(capsys):
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert "--backup-dir" in err and "--passphrase-file" in err
+
+
+def test_partition_on_hosts_with_namespaces_is_a_firewall_cut():
+    remote = Topology(authorities=("authority-0", "authority-1"),
+                      rpc_nodes=("rpc-0", "services-node-0"), firewall=True)
+    s = build("partition", None, remote)
+    assert s.fault == faults.FirewallPartition("authority-1",
+                                               ("authority-0", "rpc-0", "services-node-0"))
+    assert s.fault.describe()["by"] == "nftables"
+    assert s.alert == AlertCheck("FinalityStalled")
+    # The local network keeps the nodes' own peer handling.
+    assert isinstance(build("partition", None, TOPO).fault, faults.Partition)
+
+
+def test_without_monitoring_only_the_drills_seen_on_the_chain_run(tmp_path):
+    from types import SimpleNamespace
+
+    from ops_tools.drills.runner import require
+
+    # What require reads of a network: whether it is monitored, and its inventory's path.
+    bare = SimpleNamespace(monitored=False, inventory=SimpleNamespace(path=tmp_path / "testnet"))
+    require(bare, build("partition", None, TOPO))  # FinalityStalled: seen on the chain itself
+    require(bare, build("authority-down", None, TOPO))
+    with pytest.raises(InputError, match=r"waits for ServiceNotReady in Alertmanager, and"
+                       r" inventory .* has no monitoring host"):
+        require(bare, build("service-down", "faucet", TOPO))
+    require(SimpleNamespace(monitored=True, inventory=bare.inventory),
+            build("service-down", "faucet", TOPO))

@@ -10,10 +10,13 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 CACHE_ROOT = Path(os.environ.get("NET_TESTHOSTS_CACHE", "/var/cache/net-testhosts"))
+# An older recipe's tree is kept this long after it was built (see ensure_rootfs).
+KEEP_OLD_S = 2 * 86400
 MIRROR = os.environ.get("NET_TESTHOSTS_MIRROR", "http://deb.debian.org/debian")
 
 # The sudo user Ansible connects as; the testnet inventory's ansible_user.
@@ -70,6 +73,9 @@ class Recipe:
         "prometheus-alertmanager",
         "prometheus-blackbox-exporter",
         "prometheus-node-exporter",
+        # The partition drill's rules in the hosts' network namespaces (ops_tools/drills/
+        # firewall.py): Debian's standard install has nftables (priority important), minbase not.
+        "nftables",
     )
     customise: str = field(default=_CUSTOMISE)
 
@@ -79,6 +85,14 @@ class Recipe:
 
 
 RECIPE = Recipe()
+
+
+def _stale(tree: Path) -> bool:
+    """Built more than KEEP_OLD_S ago (its recipe file is written last)."""
+    try:
+        return time.time() - (tree / ".recipe.json").stat().st_mtime > KEEP_OLD_S
+    except FileNotFoundError:
+        return True
 
 
 def rootfs_path(recipe: Recipe = RECIPE) -> Path:
@@ -131,9 +145,11 @@ def ensure_rootfs(recipe: Recipe = RECIPE, log: Path | None = None) -> Path:
                 out.close()  # type: ignore[union-attr]
         (staging / ".recipe.json").write_text(json.dumps(asdict(recipe), indent=1))
         staging.rename(final)
-        # Older recipes' trees, unless a host (of another clone) still boots from one.
+        # Older recipes' trees, unless a host (of another clone) still boots from one, or the
+        # tree is recent: clones on two recipes (branches of one machine) would otherwise delete
+        # each other's tree on every build, one of them maybe between another's check and mount.
         mounts = Path("/proc/mounts").read_text()
         for old in CACHE_ROOT.glob("rootfs-*"):
-            if old != final and f"lowerdir={old}" not in mounts:
+            if old != final and f"lowerdir={old}" not in mounts and _stale(old):
                 shutil.rmtree(old, ignore_errors=True)
     return final

@@ -536,6 +536,141 @@ def test_status_reads_every_node_and_service_over_ssh(world):
         assert chain == {"name": "chain", "ok": True, "detail": genesis}, h
 
 
+# The partition drill's nftables tables (ops_tools/drills/firewall.py), on every node machine.
+DRILL_TABLES = "sudo nft list tables | grep -c net_drill_ || true"
+
+
+def drill_inventory(world: dict[str, Any]) -> Path:
+    """The test inventory without its monitoring group, for the drills: the shape's monitoring
+    runs on services-0 but cannot watch these hosts (the nodes serve their metrics on their
+    loopback while Prometheus scrapes each machine's address; services-0 neither resolves the
+    public names it probes nor trusts the test CA), so the drill sees the finality stall on the
+    public node instead of waiting for FinalityStalled in Alertmanager (docs/drills.md)."""
+    inv = world["base"] / "drill" / "testnet"
+    if not inv.exists():
+        shutil.copytree(world["inventory"], inv, symlinks=True)
+        shape = yaml.safe_load((inv / "hosts.yml").read_text())
+        del shape["all"]["children"]["monitoring"]
+        (inv / "hosts.yml").write_text(yaml.safe_dump(shape, sort_keys=False))
+    return inv
+
+
+def drill_argv(world: dict[str, Any], *extra: str) -> list[str]:
+    return [str(BIN / "ops-tools"), "drill", "--inventory", str(drill_inventory(world)), *extra]
+
+
+def drill_tables(world: dict[str, Any]) -> dict[str, int]:
+    """How many tables of the drill each node machine's namespace holds."""
+    return {host: int(world["fleet"].by_name(machine_of(host)).ssh(DRILL_TABLES).stdout or 0)
+            for host in NODE_HOSTS}
+
+
+def public_finalized(world: dict[str, Any]) -> int:
+    _, head = public_rpc(world, "chain_getFinalizedHead")
+    _, header = public_rpc(world, "chain_getHeader", [head["result"]])
+    return int(header["result"]["number"], 16)
+
+
+class FaultWatch:
+    """While a drill runs: whether the cut authority's namespace holds the drill's rules, and
+    the public endpoint's finalized height, once a second (pairs of (rules there, height))."""
+
+    def __init__(self, world: dict[str, Any], cut: str) -> None:
+        self.world, self.cut = world, world["fleet"].by_name(machine_of(cut))
+        self.seen: list[tuple[bool, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def _poll(self) -> None:
+        while not self._stop.wait(1.0):
+            ruled = self.cut.ssh(DRILL_TABLES).stdout.strip() not in ("", "0")
+            try:
+                self.seen.append((ruled, public_finalized(self.world)))
+            except (OSError, HTTPException, KeyError, TypeError):
+                continue
+
+    def __enter__(self) -> FaultWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def during_fault(self) -> list[int]:
+        return [height for ruled, height in self.seen if ruled]
+
+
+def test_partition_drill_cuts_the_authorities_in_their_namespaces(world):
+    """`ops-tools drill partition` on the shape: nftables rules in the hosts' own network
+    namespaces (over SSH, sudo) drop the p2p traffic between authority-1 and every other node;
+    finality stalls while they are there (seen on the public node: the drill's inventory has
+    no monitoring, drill_inventory says why), and after the rules are gone finality advances
+    again and no rule is left on any machine."""
+    assert drill_tables(world) == dict.fromkeys(NODE_HOSTS, 0)
+    started = time.monotonic()
+    with FaultWatch(world, "authority-1") as watch:
+        proc = _run(drill_argv(world, "partition", "--json"), world["env"], timeout=1800)
+    _timed("drill partition", started)
+    assert proc.returncode == 0, _out(proc)
+    report = json.loads(proc.stdout)["report"]
+    print(f"drill partition: {json.dumps(report, indent=1)}")
+    assert report["status"] == "completed", report
+    assert report["scenario"]["fault"] == {
+        "kind": "partition", "by": "nftables", "cut": "authority-1",
+        "from": ["authority-0", "rpc-0", "services-node-0"]}, report["scenario"]
+    # The drill saw the stall itself (no Alertmanager to ask here), and no alert to resolve.
+    assert report["detected_by"] == "finality" and report["detect_s"] is not None, report
+    assert report["resolve_s"] is None and report["recover_s"] is not None, report
+    # Finality stood still while the rules were in place (a vote already on its way may land
+    # just after the rules go in: one block at most) ...
+    during = watch.during_fault()
+    assert during, f"the rules were never seen on authority-1: {watch.seen}"
+    assert max(during) - min(during) <= 1, watch.seen
+    # ... and advances past that point after the removal.
+    blocks = report["blocks"]
+    assert blocks["finalized_after"] > max(during), (blocks, watch.seen)
+    assert public_finalized(world) > max(during)
+    assert drill_tables(world) == dict.fromkeys(NODE_HOSTS, 0)
+
+
+def test_partition_drill_killed_mid_fault_is_restored_by_resume(world):
+    """A drill SIGKILLed while its rules are in the hosts' namespaces leaves them there and its
+    journal says so; `drill --resume` removes them and sees finality advance again."""
+    cut = world["fleet"].by_name(machine_of("authority-1"))
+    proc = subprocess.Popen(named(drill_argv(world, "partition", "--json"), world["env"]),
+                            cwd=ROOT, env=world["env"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 900
+        while cut.ssh(DRILL_TABLES).stdout.strip() in ("", "0"):
+            assert time.monotonic() < deadline, "the drill never injected its rules"
+            assert proc.poll() is None, "the drill ended before its rules went in"
+            time.sleep(0.5)
+        # Every host's rules go in before the inject step ends: wait for the detect step.
+        path = next((Path(world["env"]["NET_OPS_STATE"]) / "drills").glob("*/journal.json"))
+        while not any(s["name"] == "detect" for s in json.loads(path.read_text())["steps"]):
+            assert time.monotonic() < deadline, "the drill never reached its detect step"
+            time.sleep(0.5)
+        os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    left = drill_tables(world)
+    assert left["authority-1"] == 1 and sum(left.values()) == len(NODE_HOSTS), left
+    started = time.monotonic()
+    resumed = _run(drill_argv(world, "--resume", "--json"), world["env"], timeout=1200)
+    _timed("drill partition killed, then --resume", started)
+    assert resumed.returncode == 0, _out(resumed)
+    previous = json.loads(resumed.stdout)["previous"]
+    # Killed in its detect step: restored (completed had it recorded the stall just before).
+    assert previous["status"] in ("restored", "completed"), previous
+    assert previous["recover_s"] is not None, previous
+    assert drill_tables(world) == dict.fromkeys(NODE_HOSTS, 0)
+    wait_public_finality(world)
+
+
 def test_reset_path_refuses_a_host_whose_key_is_not_known(world, tmp_path):
     from ops_tools.reset.hostops import HostOpFailed, Machines
 
@@ -609,7 +744,7 @@ def assert_new_chain(world: dict[str, Any], report: dict[str, Any], old: str,
     for part in report["downtime_breakdown"]:
         print(f"  {part['phase']:<18} {part['seconds']:6.2f} s")
         for step in part["steps"]:
-            print(f"      {step['seconds']:6.2f} s  {step['step'][:70]}")
+            print(f"      {step['seconds']:6.2f} s  {step['step'][:140]}")
     assert public_genesis(world) == new
     wait_public_finality(world)
     for host in NODE_HOSTS:

@@ -6,9 +6,7 @@ NET_LOCALNET_DIR and is purged at the end."""
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +17,7 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT
-from tests.localnet_lock import localnet_lock
+from tests.localnet import started
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 OPS_TOOLS = Path(sys.executable).with_name("ops-tools")
@@ -39,15 +37,9 @@ def state(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def net(state):
-    env = {**os.environ, "NET_LOCALNET_DIR": str(state)}
-    with localnet_lock():
-        up = ops("localnet", "up", "--engine", "llamacpp", "--json", env=env)
-        try:
-            assert up.returncode == 0, up.stderr[-3000:]
-            yield json.loads(up.stdout)
-        finally:
-            down = ops("localnet", "down", "--purge", "--yes", env=env)
-            assert down.returncode == 0, down.stderr
+    # A network of its own (tests/localnet.py): the llama.cpp engine behind worker-0.
+    with started(state, "--engine", "llamacpp", timeout=1500) as net:
+        yield net.up
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,7 @@ The times to fire and to resolve are printed (``-s``), never asserted: docs/moni
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import time
 import urllib.parse
 import urllib.request
@@ -19,16 +17,9 @@ import pytest
 
 from ops_tools.monitoring.alerts import firing_alerts, wait_for_alert
 from ops_tools.monitoring.receiver import read_deliveries
-from tests.localnet_lock import localnet_lock
+from tests.localnet import ops, started
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[2]
-OPS_TOOLS = Path(sys.executable).with_name("ops-tools")
-
-
-def ops(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(OPS_TOOLS), *args], capture_output=True, text=True, env=env,
-                          cwd=ROOT, timeout=900, check=False)
 
 
 def get(url: str) -> dict:
@@ -38,22 +29,8 @@ def get(url: str) -> dict:
 
 @pytest.fixture(scope="module")
 def localnet(tmp_path_factory):
-    state = tmp_path_factory.mktemp("localnet")
-    env = {**os.environ, "NET_LOCALNET_DIR": str(state)}
-    with localnet_lock():
-        first = ops("localnet", "up", "--json", env=env)
-        try:
-            assert first.returncode == 0, first.stderr[-3000:] + _log_tails(state)
-            yield env, json.loads(first.stdout), state
-        finally:
-            down = ops("localnet", "down", "--purge", "--yes", env=env)
-            assert down.returncode == 0, down.stderr
-
-
-def _log_tails(state: Path) -> str:
-    """The end of every program's log: the state is purged right after a failed start."""
-    return "".join(f"\n--- {log.name}\n" + log.read_text(errors="replace")[-1500:]
-                   for log in sorted((state / "supervisor" / "logs").glob("*.log")))
+    with started(tmp_path_factory.mktemp("localnet")) as net:
+        yield net.env, net.up, net.state
 
 
 def supervisorctl(state: Path, *args: str) -> None:
@@ -128,6 +105,11 @@ def test_authority_down_fires_the_finality_alert_and_it_resolves(localnet):
     env, up, state = localnet
     am = up["monitoring"]["alertmanager_url"]
     assert not [a for a in firing_alerts(am) if a.name == "FinalityStalled"]
+    # Only what this fault caused counts: not earlier deliveries in the receiver's file, nor
+    # alerts resolved before it.
+    deliveries = state / "monitoring-0" / "receiver" / "deliveries.jsonl"
+    earlier = len(read_deliveries(deliveries))
+    stopped_at = time.time()
     supervisorctl(state, "stop", "net-node-authority-1")
     stopped = time.monotonic()
     try:
@@ -141,17 +123,17 @@ def test_authority_down_fires_the_finality_alert_and_it_resolves(localnet):
     print(f"\nFinalityStalled fired {fired:.1f} s after authority-1 stopped; resolved"
           f" {resolved:.1f} s after it started again (stopped for {started - stopped:.1f} s)")
     # The receiver got the notification (the webhook of the local inventory).
-    deliveries = state / "monitoring-0" / "receiver" / "deliveries.jsonl"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        names = {(a["labels"]["alertname"], a["status"]) for d in read_deliveries(deliveries)
-                 for a in d["payload"]["alerts"]}
+        names = {(a["labels"]["alertname"], a["status"])
+                 for d in read_deliveries(deliveries)[earlier:] for a in d["payload"]["alerts"]}
         if ("FinalityStalled", "firing") in names:
             break
         time.sleep(2)
     assert ("FinalityStalled", "firing") in names
     listed = json.loads(ops("alerts", "--json", env=env).stdout)
-    assert any(a["alertname"] == "FinalityStalled" for a in listed["resolved"])
+    assert any(a["alertname"] == "FinalityStalled" and a["last_firing"] >= stopped_at
+               for a in listed["resolved"])
 
 
 def test_second_up_changes_nothing(localnet):

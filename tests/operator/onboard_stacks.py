@@ -26,7 +26,7 @@ import yaml
 from substrateinterface import Keypair
 
 from tests.conftest import ROOT, free_port
-from tests.localnet_lock import localnet_lock
+from tests.localnet import started
 from tests.services.gateway.harness import (
     BIN,
     Proc,
@@ -159,23 +159,15 @@ def localnet_stack(tmp: Path, passphrase: str) -> Iterator[dict[str, Any]]:
     net = _base(tmp, passphrase)
     local = tmp / "localnet"
     net["env"]["NET_LOCALNET_DIR"] = str(local)
-    with localnet_lock():
-        started = time.monotonic()
-        up = run([str(BIN / "ops-tools"), "localnet", "up", "--json"], net["env"], timeout=900)
-        try:
-            assert up.returncode == 0, up.stderr[-3000:]
-            print(f"\nlocalnet up: {time.monotonic() - started:.1f} s")
-            public = json.loads(up.stdout)
-            net.update(
-                kind="localnet", rpc_ws="ws://127.0.0.1:9944", rpc_http="http://127.0.0.1:9944",
-                faucet="http://127.0.0.1:8001", attestation="http://127.0.0.1:8002",
-                gateway="http://127.0.0.1:8005", indexer="http://127.0.0.1:8004",
-                gateway_key=public["gateway_api_key"],
-                supervisor_conf=local / "supervisor" / "supervisord.conf", worker_port=8111,
-                # The must-hold command line: everything else is the local network's default.
-                onboard_extra=[])
-            yield net
-        finally:
-            down = run([str(BIN / "ops-tools"), "localnet", "down", "--purge", "--yes"],
-                       net["env"])
-            assert down.returncode == 0, down.stderr
+    # From nothing, of its own (tests/localnet.py): onboarding registers on its chain.
+    with started(local, env=net["env"]) as localnet:
+        print(f"\nlocalnet up: {localnet.up_s:.1f} s")
+        net.update(
+            kind="localnet", rpc_ws="ws://127.0.0.1:9944", rpc_http="http://127.0.0.1:9944",
+            faucet="http://127.0.0.1:8001", attestation="http://127.0.0.1:8002",
+            gateway="http://127.0.0.1:8005", indexer="http://127.0.0.1:8004",
+            gateway_key=localnet.up["gateway_api_key"],
+            supervisor_conf=local / "supervisor" / "supervisord.conf", worker_port=8111,
+            # The must-hold command line: everything else is the local network's default.
+            onboard_extra=[])
+        yield net

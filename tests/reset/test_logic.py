@@ -257,8 +257,10 @@ def test_every_staged_service_of_a_host_is_restarted():
         inventory=SimpleNamespace(hosts=lambda group=None: list(staged)),
         facts={"pending_services": staged},
         of_role=lambda *roles: [rpc] if "rpc" in roles else [],
-        machines=SimpleNamespace(run=lambda what, cmds, parallel=False: calls.append(
-            (cmds, parallel))),
+        machines=SimpleNamespace(
+            machine_of=dict.fromkeys(["rpc-0", *staged], "@local"),
+            run=lambda what, cmds, parallel=False: calls.append((cmds, parallel))),
+        background=SimpleNamespace(restarts=None),
     )
     detail = restart_services(ctx)
     # In one batch, at once: the restarts overlap the RPC node's shutdown (the downtime).

@@ -27,7 +27,7 @@ from ops_tools.chain.rpc import RpcClient
 from ops_tools.chainspec.hashing import blake2_128_concat, storage_prefix
 from tests.build.conftest import FIXTURE, SuiteRepo, git
 from tests.conftest import ROOT
-from tests.localnet_lock import localnet_lock
+from tests.localnet import started
 
 pytestmark = pytest.mark.slow
 OPS_TOOLS = Path(sys.executable).with_name("ops-tools")
@@ -50,13 +50,10 @@ def world(tmp_path_factory):
     git(repo_path, "init", "-q", "-b", "main")
     suite = SuiteRepo(repo_path)
     suite.commit("commit 1")
-    with localnet_lock():
-        up = run(env, "localnet", "up", "--json")
-        try:  # a failed up may have started part of the network: down in any case
-            assert up.returncode == 0, up.stderr
-            yield env, suite, base
-        finally:
-            run(env, "localnet", "down", "--purge", "--yes")
+    # A network of its own (tests/localnet.py): the cycle resets it to a new genesis. A failed
+    # up may have started part of it: it is purged in any case.
+    with started(base / "localnet", env=env) as net:
+        yield net.env, suite, base
 
 
 def run(env, *args, timeout=900):

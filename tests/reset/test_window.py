@@ -68,6 +68,7 @@ def host(tmp_path):
 
 @pytest.mark.process
 def test_the_old_chain_is_purged_then_the_new_files_are_put_in_place_and_started(host):
+    host.facts["stopped_nodes"] = ["authority-0"]  # stop-nodes stopped it
     proc = host.run()
     assert proc.returncode == 0, proc.stderr
     calls = host.calls()
@@ -78,6 +79,45 @@ def test_the_old_chain_is_purged_then_the_new_files_are_put_in_place_and_started
     assert host.spec.read_text() == '{"new": true}'
     assert sha256_file(host.binary) == host.facts["binary_sha256"]
     assert not Path(f"{host.binary}{STAGED}").exists()
+
+
+@pytest.mark.process
+def test_a_node_left_running_by_stop_nodes_stops_in_its_reset_command_before_the_purge(host):
+    # An authority on a machine of its own: stop-nodes leaves it to this command (one round
+    # trip less in the window), which must stop it before anything deletes its database.
+    proc = host.run()
+    assert proc.returncode == 0, proc.stderr
+    calls = host.calls()
+    assert calls[0] == "supervisorctl stop net-node-authority-0"
+    assert calls[1].startswith("old-node purge-chain")
+    assert calls[-1] == "supervisorctl start net-node-authority-0"
+
+
+def test_stop_nodes_leaves_the_authorities_to_their_reset_command_in_a_live_run_only():
+    from ops_tools.reset.network import stop_nodes
+
+    def node(host: str, role: str) -> Node:
+        return Node(host, role, {"service": {"manager": "systemd", "name": f"net-node-{host}"}})
+
+    nodes = [node("authority-0", "authority"), node("authority-1", "authority"),
+             node("rpc-0", "rpc")]
+
+    def ctx(resume: bool, stopped: list[str]) -> SimpleNamespace:
+        calls: list[str] = []
+        return SimpleNamespace(
+            opts=SimpleNamespace(resume=resume), facts={"stopped_with_services": stopped},
+            of_role=lambda *roles: [n for n in nodes if n.role in roles],
+            machines=SimpleNamespace(run=lambda what, cmds, parallel=False: calls.append(what)),
+            calls=calls)
+
+    live = ctx(False, [])
+    assert "authority-0 (with the reset's command)" in stop_nodes(live)
+    assert live.calls == ["stop rpc-0"] and live.facts["stopped_nodes"] == ["rpc-0"]
+    # a resumed cycle cannot know what still runs: it stops every node, public ones first
+    resumed = ctx(True, ["rpc-0"])
+    stop_nodes(resumed)
+    assert resumed.calls == ["stop rpc-0", "stop authority-0, authority-1"]
+    assert resumed.facts["stopped_nodes"] == ["authority-0", "authority-1", "rpc-0"]
 
 
 @pytest.mark.process
@@ -137,14 +177,21 @@ def _restart_ctx(machines: dict[str, str]):
                "reload": False, "manifest": "/var/lib/net/faucet/service.json",
                "pending": "/var/lib/net/faucet/service.json.pending"}
     calls: list[tuple[str, dict[str, list[str]]]] = []
+    later: list[tuple[str, dict[str, list[str]]]] = []
+
+    def run_later(what: str, cmds: dict[str, list[str]], parallel: bool = False) -> str:
+        later.append((what, cmds))
+        return "the restarts' future"
+
     return SimpleNamespace(
         inventory=SimpleNamespace(hosts=lambda group=None: ["faucet-0"]),
         facts={"pending_services": {"faucet-0": [pending]}},
         of_role=lambda *roles: [n for n in nodes if n.role in roles],
         machines=SimpleNamespace(
-            machine_of=machines,
+            machine_of=machines, run_later=run_later,
             run=lambda what, cmds, parallel=False: calls.append((what, cmds))),
-        calls=calls,
+        background=SimpleNamespace(restarts=None),
+        calls=calls, later=later,
     )
 
 
@@ -156,6 +203,7 @@ def test_authorities_stop_with_the_services_where_the_rpc_node_is_on_their_machi
     ctx = _restart_ctx(one)
     restart_services(ctx)
     (_, commands), = ctx.calls
+    assert not ctx.later and ctx.background.restarts is None  # this machine: in the batch
     # one command: the RPC node stops first, then the authorities, while the faucet restarts
     assert commands == {
         "rpc-0": [in_order([all_at_once(["systemctl stop net-node-rpc-0.service"]),
@@ -166,15 +214,19 @@ def test_authorities_stop_with_the_services_where_the_rpc_node_is_on_their_machi
 
 
 def test_authorities_on_other_machines_are_left_to_stop_nodes():
-    from ops_tools.reset.converge import restart_services
+    from ops_tools.reset.converge import restart_command, restart_services
 
     ctx = _restart_ctx({"authority-0": "a0:22", "authority-1": "a1:22", "rpc-0": "rpc0:22",
                         "faucet-0": "svc:22"})
     restart_services(ctx)
     (_, commands), = ctx.calls
-    assert commands["rpc-0"] == ["systemctl stop net-node-rpc-0.service"]
-    assert not {"authority-0", "authority-1"} & set(commands)
+    assert commands == {"rpc-0": ["systemctl stop net-node-rpc-0.service"]}
     assert ctx.facts["stopped_with_services"] == ["rpc-0"]
+    # the remote faucet's restart is sent on its own and awaited by the services phase: its
+    # start-up does not hold the window, which waits for the RPC node's stop alone
+    (_, restarts), = ctx.later
+    assert restarts == {"faucet-0": [restart_command(ctx.facts["pending_services"]["faucet-0"][0])]}
+    assert ctx.background.restarts == "the restarts' future"
 
 
 @pytest.mark.process
@@ -203,3 +255,95 @@ def test_a_phase_a_killed_run_left_ends_where_the_resumed_run_began():
     killed, resumed = (p for p in out if p["phase"] == "reset-authorities")
     assert killed == {"phase": "reset-authorities", "seconds": 49.0, "steps": []}
     assert resumed["steps"] == [{"step": "purge, put in place, check, start", "seconds": 0.9}]
+
+
+def test_waits_run_at_once_each_to_its_end_and_the_first_failure_is_raised(tmp_path):
+    import threading
+
+    from ops_tools.reset.context import CycleContext, CycleFailed
+
+    ctx = CycleContext(opts=None, inventory=None, dir=tmp_path)  # type: ignore[arg-type]
+    # Each wait passes only once the other has started: they must run at the same time.
+    both = threading.Barrier(2, timeout=60)
+
+    def meets(name: str) -> str:
+        both.wait()
+        return name
+
+    assert ctx.wait_on_hosts([lambda: meets("authority-0"), lambda: meets("authority-1")]) == [
+        "authority-0", "authority-1"]
+    finished: list[str] = []
+
+    def fails() -> str:
+        raise CycleFailed("authority-1 did not author blocks")
+
+    def other() -> str:
+        finished.append("rpc-0")
+        return "rpc-0"
+
+    with pytest.raises(CycleFailed, match="authority-1 did not author"):
+        ctx.wait_on_hosts([fails, other])
+    assert finished == ["rpc-0"]  # the other wait ran to its end
+
+
+@pytest.fixture
+def node_rpc():
+    """A JSON-RPC server on loopback answering as a node that authors a block per call for its
+    head and has finalized block 1."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    head = {"n": 0}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            method, params = body["method"], body["params"]
+            if method == "chain_getBlockHash":
+                result: object = "0xgenesis"
+            elif method == "chain_getFinalizedHead":
+                result = "0xfinal"
+            elif params == ["0xfinal"]:
+                result = {"number": hex(1)}
+            else:
+                head["n"] += 1
+                result = {"number": hex(head["n"])}
+            data = json.dumps({"jsonrpc": "2.0", "id": 1, "result": result}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=10)
+
+
+@pytest.mark.process
+def test_the_wait_on_a_host_polls_its_node_until_it_meets_the_condition(node_rpc):
+    import json
+
+    from ops_tools.reset.hostops import _WAIT_CLIENT
+
+    def wait(genesis: str, best: int, finalized: int, timeout: float) -> list[object]:
+        out = subprocess.run(["python3", "-c", _WAIT_CLIENT, node_rpc, genesis, str(best),
+                              str(finalized), str(timeout), "0.01"],
+                             capture_output=True, text=True, check=True, timeout=60)
+        return json.loads(out.stdout)
+
+    # it polls again until the head reaches #5, then answers once
+    met, genesis, best, finalized = wait("0xgenesis", 5, 1, 30)
+    assert (met, genesis, finalized) == (True, "0xgenesis", 1) and best >= 5
+    # another genesis is never met: it gives up at its time-out with what it saw last
+    assert wait("0xother", 0, -1, 0.3)[:2] == [False, "0xgenesis"]
+    # finalized #2 is never reached here (-1 would not ask for finality at all)
+    assert wait("0xgenesis", 0, 2, 0.3)[0] is False
+    assert wait("0xgenesis", 0, -1, 30)[0] is True

@@ -374,6 +374,10 @@ class Faucet:
                 self._flight.pop(started.ticket.extrinsic_hash, None)
             self.metrics.in_flight.dec()
             started.settled.set()
+        # A drip in a block (failed ones too) used its nonce: drips that expired with it unused
+        # can be settled now.
+        for genesis in {s.genesis for s in ready if s.ticket and s.ticket.block_hash}:
+            self._forget_never_applied(genesis)
 
     def _settle(self, started: Started) -> None:
         ticket = started.ticket
@@ -410,6 +414,16 @@ class Faucet:
                 504, "inclusion_timeout", f"the transfer {ticket.extrinsic_hash} was neither"
                 " seen in a block nor replaced; check your balance before asking again",
                 extrinsic_hash=ticket.extrinsic_hash)
+
+    def _forget_never_applied(self, genesis: str) -> None:
+        """Drips whose ticket expired (outcome unknown, counted against their recipient) are
+        settled once the chain has used their nonce for a later drip: never applied, so their
+        reservations are released and a retry with their key is judged afresh, not 409."""
+        for row in self.ledger.never_applied(genesis, self.own_account.hex()):
+            if row.reservation:
+                self.limiter.release(row.reservation)
+            log.warning("drip %s (nonce %s), unknown since its ticket expired, was never"
+                        " applied: a later drip used its nonce", row.extrinsic_hash, row.nonce)
 
     def _included(self, started: Started, ticket: Ticket) -> dict[str, Any]:
         assert ticket.included_at is not None and ticket.block_number is not None
@@ -457,6 +471,7 @@ class Faucet:
             self.metrics.in_flight.inc()
             self._track(Started("", genesis, drip_id=row.id, reservation=row.reservation or "",
                                 reserved_at=row.created_at, ticket=ticket))
+        self._forget_never_applied(genesis)  # expired under an earlier run, settled since
         self._adopted = True
 
     def prune(self) -> None:

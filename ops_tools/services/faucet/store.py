@@ -170,6 +170,24 @@ class Ledger:
                 drips.c.status == "submitted").order_by(drips.c.id)).all()
         return [_row(r) for r in rows]
 
+    def never_applied(self, genesis: str, signer: str) -> list[DripRow]:
+        """Drips of ``signer`` whose fate was unknown (their ticket expired) and whose nonce a
+        later drip of the same signer has since used in a block: a nonce applies once, so they
+        never will. They become ``dropped`` and free their idempotency key; the caller releases
+        their reservations (the recipient got nothing)."""
+        used = select(drips.c.nonce).where(
+            drips.c.genesis == genesis, drips.c.signer == signer,
+            drips.c.status.in_(("included", "failed")))
+        with self.db.session(write=True) as s:
+            rows = s.execute(select(drips).where(
+                drips.c.genesis == genesis, drips.c.signer == signer,
+                drips.c.status == "unknown", drips.c.nonce.in_(used))).all()
+            if rows:
+                s.execute(update(drips).where(drips.c.id.in_([r.id for r in rows]))
+                          .values(status="dropped", idempotency_hash=None,
+                                  error_code="nonce_used", updated_at=time.time()))
+        return [_row(r) for r in rows]
+
     def prune_pending(self, older_than: float) -> int:
         """Forget drips that never got as far as being signed (their request died): their
         idempotency keys are free again. Their limit reservations stay counted."""

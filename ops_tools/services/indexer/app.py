@@ -5,21 +5,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
+from cross_web import HTTPException
 from fastapi import FastAPI, Response
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
-from sqlalchemy import Connection
+from sqlalchemy import Connection, text
+from sqlalchemy.exc import ProgrammingError
 from strawberry.fastapi import GraphQLRouter
 from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 
 from ops_tools.chain.rpc import RpcClient, RpcError
 from ops_tools.chain.urls import http_url
+from ops_tools.errors import InputError
+from ops_tools.services.common import jsonbody
 from ops_tools.services.common.app import ServiceInfo, create_app
 from ops_tools.services.common.db import Database
 from ops_tools.services.common.migrations import migrate
@@ -30,15 +36,60 @@ from ops_tools.services.indexer.feed import CommitFeed
 from ops_tools.services.indexer.processor import Processor, ProcessorOptions
 from ops_tools.services.indexer.queries import QueryError
 from ops_tools.services.indexer.schema import Context, Health, Subscribers, build_schema
+from ops_tools.services.indexer.tables import Base
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 VERSION_TABLE = "indexer_alembic_version"
 
 
-def open_database(settings: IndexerSettings) -> Database:
+#: How long an API whose role cannot migrate waits for the processor to have migrated.
+MIGRATION_WAIT_S = 60.0
+
+
+def open_database(settings: IndexerSettings, *, writer: bool = False) -> Database:
+    """The index's database, migrated to the newest schema. The processor (``writer``) owns
+    the tables: it migrates, then grants ``read_only_role`` SELECT on them. The API may
+    connect as that role, which cannot migrate: it waits for the processor to have done it."""
     db = Database(settings.effective_database_url())
-    migrate(db, MIGRATIONS, version_table=VERSION_TABLE)
+    if settings.read_only_role is not None and db.dialect != "postgresql":
+        raise InputError(f"read_only_role: {settings.read_only_role!r} is a PostgreSQL role, "
+                         f"but database_url is {db.dialect}; remove the key")
+    deadline = time.monotonic() + MIGRATION_WAIT_S
+    while True:
+        try:
+            migrate(db, MIGRATIONS, version_table=VERSION_TABLE)
+            break
+        except ProgrammingError as exc:
+            if writer or not isinstance(exc.orig, psycopg.errors.InsufficientPrivilege):
+                raise
+            if time.monotonic() > deadline:
+                raise InputError(
+                    f"database_url: its role ({db.url.username}) may not migrate the index's "
+                    f"schema, and the schema was not at the newest revision within "
+                    f"{MIGRATION_WAIT_S:.0f} s; start net-indexer-processor on this database "
+                    f"(it migrates, and grants its read_only_role SELECT)") from None
+            time.sleep(1.0)
+    if writer and settings.read_only_role is not None:
+        grant_read(db, settings.read_only_role)
     return db
+
+
+def grant_read(db: Database, role: str) -> None:
+    """SELECT on every table of the index (and its schema version) to ``role``, nothing else:
+    run by the tables' owner at each start, so tables a migration adds are granted too."""
+    tables = [t.name for t in Base.metadata.sorted_tables] + [VERSION_TABLE]
+    with db.session(write=True) as s:
+        quote = s.get_bind().dialect.identifier_preparer.quote
+        schema = s.execute(text("SELECT current_schema()")).scalar_one()
+        try:
+            s.execute(text(f"GRANT USAGE ON SCHEMA {quote(schema)} TO {quote(role)}"))
+            s.execute(text(f"GRANT SELECT ON TABLE {', '.join(map(quote, tables))} "
+                           f"TO {quote(role)}"))
+        except ProgrammingError as exc:
+            if isinstance(exc.orig, psycopg.errors.UndefinedObject):
+                raise InputError(f"read_only_role: PostgreSQL has no role {role!r}; create it "
+                                 f"(roles/indexer does) or remove the key") from None
+            raise
 
 
 class ChainHead:
@@ -122,9 +173,32 @@ def index_checks(db: Database, head: ChainHead, max_lag: int) -> list[ReadyCheck
     return [ReadyCheck("chain", chain), ReadyCheck("index", index)]
 
 
+class _RefusedJson(json.JSONDecodeError):
+    def __init__(self, error: jsonbody.JsonBodyError) -> None:
+        super().__init__(str(error), "", 0)
+        self.error = error
+
+
 class IndexerRouter(GraphQLRouter):
     """A query refused before it ran (syntax, unknown field, depth, cost: errors without a
     path) is answered 400, as GraphQL over HTTP has it; errors while resolving keep 200."""
+
+    # A GET's ``variables`` and ``extensions`` and every WebSocket message are JSON that the
+    # platform's body check never sees: they get the same strict reading (jsonbody).
+    def decode_json(self, data: str | bytes) -> object:
+        try:
+            return jsonbody.loads(data.encode("utf-8", "surrogatepass")
+                                  if isinstance(data, str) else data)
+        except jsonbody.JsonBodyError as exc:
+            # strawberry closes a WebSocket on a JSONDecodeError (4400) and parse_json below
+            # answers HTTP with 400.
+            raise _RefusedJson(exc) from None
+
+    def parse_json(self, data: str | bytes) -> Any:
+        try:
+            return self.decode_json(data)
+        except _RefusedJson as refused:
+            raise HTTPException(400, f"invalid_json: {refused.error}") from None
 
     def create_response(self, response_data: Any, sub_response: Response) -> Response:
         response = super().create_response(response_data, sub_response)
@@ -194,7 +268,7 @@ def processor_check(processor: Processor, settings: IndexerSettings) -> ReadyChe
 def build_processor_app(settings: IndexerSettings) -> FastAPI:
     """The processor program: the processor as the app's background task, with the
     platform's /health, /ready and /metrics."""
-    db = open_database(settings)
+    db = open_database(settings, writer=True)
     processor = Processor(ProcessorOptions(
         rpc_url=settings.rpc_url, batch_size=settings.batch_size,
         fetch_ahead=settings.fetch_ahead, poll_interval_s=settings.poll_interval_s), db)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from typing import ClassVar
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ops_tools.services.common.settings import ServiceSettings
 from ops_tools.services.indexer.limits import Limits
+
+# Quoted as an identifier in GRANT (which takes no bind parameters): a strict shape, no quotes.
+ROLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,62}")
 
 
 class IndexerSettings(ServiceSettings):
@@ -33,6 +37,17 @@ class IndexerSettings(ServiceSettings):
     introspection: bool = Field(default=True, description="__schema and __type queries")
     count_cap: int = Field(default=10_000, ge=1, le=1_000_000,
                            description="rows totalCount walks at most")
+    # PostgreSQL: the role the API connects as, to which the processor (the tables' owner)
+    # grants SELECT on the index at every start, so the API's role can read and never write.
+    read_only_role: str | None = Field(default=None, max_length=63)
+
+    @field_validator("read_only_role")
+    @classmethod
+    def _role(cls, value: str | None) -> str | None:
+        if value is not None and not ROLE_NAME.fullmatch(value):
+            raise ValueError(f"{value!r} is not a PostgreSQL role name this service accepts: "
+                             f"letters, digits, '_' and '-', starting with a letter or '_'")
+        return value
 
     def step_stale_s(self) -> float:
         """How long without a processor step means it is stuck (every step records itself)."""

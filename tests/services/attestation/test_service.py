@@ -174,6 +174,35 @@ def test_an_edited_and_rehashed_report_fails_the_signature_over_http(make_client
     assert [c["name"] for c in verdict["checks"] if not c["ok"]] == ["signature"]
 
 
+def test_each_signed_member_edited_and_rehashed_fails_verify_over_http(make_client):
+    """Issue 29, through ``/v1/verify`` itself: each member the signature must cover (account,
+    operator id, genesis, issued and expiry times, nonce, the quote) edited in turn, the public
+    hash recomputed, and the verifier told to expect the edited subject, as a forger would."""
+    client = make_client()
+    report = attest(client, operator_id="alice-op", account=ALICE).json()
+    other = attest(client, operator_id="mallory-op", account=BOB).json()
+    edits = {
+        "account": BOB,
+        "operator_id": "victim-op",
+        "genesis_hash": "0x" + "77" * 32,
+        "issued_at": "2026-01-01T00:00:00Z",
+        "expires_at": "2099-01-01T00:00:00Z",
+        "nonce": other["nonce"],
+        "quote": other["quote"],
+    }
+    for field, value in edits.items():
+        forged = {**copy.deepcopy(report), field: value}
+        forged["hash"] = report_hash(forged)
+        expected = {field: value} if field in ("account", "operator_id", "nonce") else {}
+        verdict = client.post("/v1/verify", json={"report": forged, "expected": expected}).json()
+        failed = [c["name"] for c in verdict["checks"] if not c["ok"]]
+        assert verdict["valid"] is False, field
+        # The hash is right (the forger recomputed it); the signature over it is not.
+        assert "hash" not in failed and "signature" in failed, (field, failed)
+        signature = next(c for c in verdict["checks"] if c["name"] == "signature")
+        assert "the report's hash is not signed" in signature["detail"], field
+
+
 def test_unsigned_requests_are_limited_per_client_address_whatever_operator_id(make_client):
     client = make_client(ip_limit=3, **PROXY)
     for name in ("a", "b", "c"):

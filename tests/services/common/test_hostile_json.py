@@ -170,3 +170,53 @@ def test_the_same_endpoints_take_well_formed_json_past_the_parser(apps, service,
     response = _post(apps[service], path, body)
     assert response.status_code != 500, response.text
     assert "not acceptable JSON" not in response.text, response.text
+
+
+# A GET's query string carries JSON too (``variables``, ``extensions``), and the platform's body
+# check never sees it; the indexer's GraphQL reads it with the same strict parser.
+QUERY_STRING_CASES = [case for case in HOSTILE if case != "not_utf8"]  # a URL is text
+
+
+@pytest.mark.parametrize("param", ["variables", "extensions"])
+@pytest.mark.parametrize("case", QUERY_STRING_CASES)
+def test_hostile_json_in_a_graphql_query_string_is_a_400_naming_the_problem(apps, case, param):
+    body, problem = HOSTILE[case]
+
+    async def go() -> httpx.Response:
+        transport = httpx.ASGITransport(app=apps["indexer"], client=("127.0.0.1", 40000))
+        async with httpx.AsyncClient(transport=transport, base_url="http://svc") as client:
+            return await client.get("/graphql", params={
+                "query": "{ indexStatus { height } }", param: body.decode()},
+                headers={"Accept": "application/json"})
+
+    response = asyncio.run(go())
+    assert response.status_code == 400, (response.status_code, response.text[:300])
+    assert f"invalid_json: {problem} at" in response.text, response.text[:300]
+
+
+def test_a_well_formed_graphql_query_string_is_answered(apps):
+    """The control: the same GET with plain variables reaches the resolver (which answers that
+    nothing is indexed yet: no processor runs here)."""
+    async def go() -> httpx.Response:
+        transport = httpx.ASGITransport(app=apps["indexer"], client=("127.0.0.1", 40000))
+        async with httpx.AsyncClient(transport=transport, base_url="http://svc") as client:
+            return await client.get("/graphql", params={
+                "query": "query ($n: Int) { blocks(first: $n) { totalCount } }",
+                "variables": '{"n": 1}'},
+                headers={"Accept": "application/json"})
+
+    response = asyncio.run(go())
+    assert response.status_code == 200, response.text[:300]
+    assert [e["path"] for e in response.json()["errors"]] == [["blocks"]], response.text[:300]
+
+
+def test_a_hostile_websocket_message_closes_the_subscription_connection(apps):
+    from starlette.testclient import TestClient
+    from starlette.websockets import WebSocketDisconnect
+
+    with TestClient(apps["indexer"]) as client, client.websocket_connect(
+            "/graphql", subprotocols=["graphql-transport-ws"]) as ws:
+        ws.send_text(HOSTILE["nesting_very_deep"][0].decode())
+        with pytest.raises(WebSocketDisconnect) as closed:
+            ws.receive_text()
+    assert closed.value.code == 4400

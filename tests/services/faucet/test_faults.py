@@ -216,7 +216,7 @@ def test_a_submission_that_never_reached_the_node_is_sent_again_with_the_same_by
     assert "sent the same signed bytes" in log
 
 
-def test_a_drip_nobody_can_settle_expires_counts_and_is_no_longer_followed(
+def test_an_expired_drip_counts_until_its_nonce_is_used_then_its_key_is_free(
     funded_faucet: DevNode, tmp_path: Path
 ) -> None:
     db_url = f"sqlite:///{tmp_path / 'faucet.db'}"
@@ -235,16 +235,29 @@ def test_a_drip_nobody_can_settle_expires_counts_and_is_no_longer_followed(
             healed = wait_until("the drip after the expiry", lambda: (r := faucet.post(
                 {"recipient": later}, headers={"Idempotency-Key": "healed-1"}))
                 .status_code not in (409, 504) and r)
+            # That drip took the expired one's nonce: the expired one can never apply, so it is
+            # settled as never applied, and its key and its recipient's limit are free again.
+            expired = first.json()["error"]["extrinsic_hash"]
+            wait_until("the expired drip is settled as never applied", lambda: [
+                r for r in rows(db_url) if r["extrinsic_hash"] == expired
+                and r["status"] == "dropped"], timeout=60)
+            # A new drip under the same key (its 2 s wait may end before its block, as above).
+            again = wait_until("the key's new drip", lambda: (r := faucet.post(
+                {"recipient": dest}, headers={"Idempotency-Key": "exp-1"}))
+                .status_code not in (409, 504) and r)
             log = faucet.log_text()
     assert first.status_code == 504 and first.json()["error"]["code"] == "inclusion_timeout"
     assert retry.status_code == 409 and retry.json()["error"]["code"] == "outcome_unknown"
-    assert retry.json()["error"]["extrinsic_hash"] == first.json()["error"]["extrinsic_hash"]
+    assert retry.json()["error"]["extrinsic_hash"] == expired
     # It may still land somewhere: it keeps counting, so no second drip for the recipient.
     assert unkeyed.status_code == 429 and unkeyed.json()["error"]["code"] == "recipient_limit"
     assert "no longer followed" in log
     assert healed.status_code == 200, healed.text
+    assert "was never applied: a later drip used its nonce" in log
+    assert again.status_code == 200, again.text
+    assert again.json()["extrinsic_hash"] != expired
     assert free_balance(funded_faucet.reader(), later) == DRIP
-    assert free_balance(funded_faucet.reader(), dest) == 0
+    assert free_balance(funded_faucet.reader(), dest) == DRIP  # once: the expired one never applied
 
 
 def test_a_row_left_by_a_dead_request_is_pruned_and_frees_its_key(

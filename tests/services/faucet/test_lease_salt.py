@@ -85,3 +85,34 @@ def test_every_instance_on_a_database_gets_the_same_salt(db: Database, tmp_path:
     assert first == legacy.read_bytes()  # adopted, not replaced
     assert Ledger(db).shared_salt(None) == first
     assert Ledger(db).shared_salt(b"another instance's old salt") == first
+
+
+def test_an_expired_drip_is_never_applied_once_its_signer_used_its_nonce(db: Database) -> None:
+    """The ledger's side of a ticket that expired (status ``unknown``): only a drip of the same
+    signer and genesis in a block with the same nonce settles it, and its key is free again."""
+    ledger, genesis, other = Ledger(db), "0x" + "11" * 32, "cd" * 32
+
+    def drip(key: str, nonce: int, status: str, signer: str = ACCOUNT,
+             on: str = genesis) -> int:
+        drip_id = ledger.open(on, "r-" + key, "c", 1, "k-" + key)
+        assert isinstance(drip_id, int)
+        ledger.journal(drip_id, signer=signer, reservation="res-" + key,
+                       extrinsic_hash="0x" + key * 64, nonce=nonce, from_block=1)
+        ledger.update(drip_id, status=status)
+        return drip_id
+
+    expired = drip("a", 7, "unknown")
+    landed_itself = drip("b", 8, "unknown")  # nothing else used nonce 8: it may have landed
+    drip("c", 9, "unknown")
+    drip("d", 9, "included", signer=other)  # another signer's nonce 9 is not this one's
+    drip("e", 10, "unknown", on="0x" + "22" * 32)
+    drip("f", 10, "included")  # the same nonce on another network's ledger rows
+    assert ledger.never_applied(genesis, ACCOUNT) == []
+    drip("g", 7, "included")
+    settled = ledger.never_applied(genesis, ACCOUNT)
+    assert [(r.id, r.reservation) for r in settled] == [(expired, "res-a")]
+    row = ledger.get(expired)
+    assert row is not None and (row.status, row.error_code) == ("dropped", "nonce_used")
+    assert ledger.by_idempotency(genesis, "k-a") is None  # the key is free again
+    assert ledger.get(landed_itself).status == "unknown"  # type: ignore[union-attr]
+    assert ledger.never_applied(genesis, ACCOUNT) == []  # once

@@ -32,7 +32,9 @@ BIN = Path(sys.executable).parent
 class Indexer:
     """``net-indexer-processor`` and ``net-indexer`` with one config file."""
 
-    def __init__(self, workdir: Path, rpc_url: str, database_url: str, **extra: Any) -> None:
+    def __init__(self, workdir: Path, rpc_url: str, database_url: str,
+                 api: dict[str, Any] | None = None, **extra: Any) -> None:
+        """``extra``: keys of both configurations; ``api``: of the API's only."""
         self.workdir = workdir
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -41,7 +43,8 @@ class Indexer:
         common = {"state_dir": str(workdir), "rpc_url": rpc_url, "database_url": database_url,
                   "poll_interval_s": 1.0, **extra}
         self.configs = {"api": workdir / "indexer.yml", "processor": workdir / "processor.yml"}
-        self.configs["api"].write_text(yaml.safe_dump({"listen_port": self.port, **common}))
+        self.configs["api"].write_text(yaml.safe_dump({"listen_port": self.port, **common,
+                                                       **(api or {})}))
         self.configs["processor"].write_text(
             yaml.safe_dump({"listen_port": self.processor_port, **common}))
         self.procs: dict[str, subprocess.Popen[bytes]] = {}

@@ -98,8 +98,10 @@ def test_a_finalized_block_replaced_on_the_same_genesis_is_reported_and_followed
         ix.start()
         ix.wait_for(lambda: (ix.status() or {}).get("finalizedHeight", -1) >= 3, 60,
                     "the index to record finalized blocks")
-        replaced = indexed_blocks(ix)
+        # The finalized height first: the blocks read after it reach at least that far (read
+        # the other way round, the index may finalize a block past those read meanwhile).
         finalized = ix.status()["finalizedHeight"]
+        replaced = indexed_blocks(ix)
         first.stop()
         second.start()
         genesis = second.call("chain_getBlockHash", [0])

@@ -60,6 +60,15 @@ def test_transfers_registration_and_heartbeats_are_indexed(chain, database_url, 
         assert hb == [(epoch, beats[0][0], beats[0][1]), (epoch + 1, beats[1][0], beats[1][1])]
         (acct,) = [e["node"] for e in data["accounts"]["edges"]]
         assert acct["reserved"] == str(2 * TOKEN) and acct["nonce"] == 3
+        # The same by SubQuery's filter: the operator (its record, its heartbeats by epoch).
+        by_filter = ix.data("""query($a: String!, $e: Int!) {
+          operators(filter: {account: {in: [$a]}}) { totalCount edges { node { account } } }
+          heartbeats(filter: {account: {equalTo: $a}, epoch: {greaterThan: $e}}) {
+            totalCount edges { node { epoch } } } }""", {"a": operator.ss58_address, "e": epoch})
+        assert by_filter["operators"] == {"totalCount": 1, "edges": [
+            {"node": {"account": operator.ss58_address}}]}
+        assert by_filter["heartbeats"] == {"totalCount": 1, "edges": [
+            {"node": {"epoch": epoch + 1}}]}
         (reg,) = [e["node"] for e in data["events"]["edges"]]
         assert reg["blockNumber"] == reg_block and reg["phase"] == "ApplyExtrinsic"
         assert reg["args"]["who"] == operator.ss58_address

@@ -8,6 +8,7 @@ slow-consumer code."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 
@@ -116,6 +117,66 @@ def test_a_subscriber_left_behind_is_closed_with_the_slow_consumer_code(chain, t
                     while True:
                         await _next(ws)
                 assert closed.value.rcvd is not None and closed.value.rcvd.code == 4419
+
+        asyncio.run(run())
+    finally:
+        ix.stop()
+
+
+def test_events_unfiltered_transfers_and_index_status_subscriptions(chain, database_url,
+                                                                    tmp_path):
+    """``events(filter)`` by an account, ``transfers`` with no filter (every new transfer) and
+    ``indexStatus`` (at once, then after commits) on one connection."""
+    ix = Indexer(tmp_path / "indexer", chain.ws, database_url)
+    ix.start()
+    try:
+        ix.wait_height(2)
+        dest = fresh_account().ss58_address
+
+        async def run() -> None:
+            url = ix.url.replace("http://", "ws://") + "/graphql"
+            async with websockets.connect(url, subprotocols=["graphql-transport-ws"]) as ws:
+                await ws.send(json.dumps({"type": "connection_init"}))
+                assert (await _next(ws))["type"] == "connection_ack"
+                for op, query in (
+                        ("e", "subscription($a: String!) { events(filter: {account: {equalTo: "
+                              "$a}}) { blockNumber pallet name args } }"),
+                        ("t", "subscription { transfers { to amount blockNumber } }"),
+                        ("s", "subscription { indexStatus { height genesisHash } }")):
+                    await ws.send(json.dumps({"id": op, "type": "subscribe", "payload": {
+                        "query": query, "variables": {"a": dest}}}))
+                sent = asyncio.create_task(asyncio.to_thread(
+                    submit, chain.ws, ALICE, "Balances", "transfer_keep_alive",
+                    {"dest": dest, "value": 2 * TOKEN}))
+                got: dict[str, list] = {"e": [], "t": [], "s": []}
+                deadline = time.monotonic() + 90
+
+                def mine() -> list[dict]:
+                    return [m["payload"]["data"]["transfers"] for m in got["t"]
+                            if m["payload"]["data"]["transfers"]["to"] == dest]
+                while not sent.done() or not mine() or not any(
+                        m["payload"]["data"]["events"]["name"] == "Transfer" for m in got["e"]):
+                    assert time.monotonic() < deadline, got
+                    with contextlib.suppress(TimeoutError):
+                        msg = await _next(ws, timeout=1)
+                        assert msg["type"] == "next" and not msg["payload"].get("errors"), msg
+                        got[msg["id"]].append(msg)
+                number, _xt = await sent
+                assert mine() == [{"to": dest, "amount": str(2 * TOKEN), "blockNumber": number}]
+                events = [m["payload"]["data"]["events"] for m in got["e"]]
+                assert {e["blockNumber"] for e in events} == {number}, events
+                assert all(dest in json.dumps(e["args"]) for e in events), events
+                (transfer,) = [e for e in events if e["name"] == "Transfer"]
+                assert transfer["pallet"] == "Balances" and transfer["args"]["to"] == dest
+                # Unfiltered: transfers to others come too, if any; none is sent twice.
+                keys = [(m["payload"]["data"]["transfers"]["blockNumber"],
+                         m["payload"]["data"]["transfers"]["to"]) for m in got["t"]]
+                assert len(keys) == len(set(keys))
+                # A message per change of the status (its finalized and chain heights too), so
+                # a height may repeat; it never goes back.
+                heights = [m["payload"]["data"]["indexStatus"]["height"] for m in got["s"]]
+                assert len(set(heights)) >= 2 and heights == sorted(heights), heights
+                assert heights[-1] >= number
 
         asyncio.run(run())
     finally:
