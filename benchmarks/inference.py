@@ -20,14 +20,22 @@ chunk with the model's tokenizer in process; ``--engine-counts`` leaves it out (
 asks the engine's ``/extras/tokenize/count``, as before).
 
 Each client sends streamed completions (``stream_options.include_usage``) at temperature 0, one
-after another; the paths' runs alternate round by round, so a change in the machine's
-load hits both. TTFT is to the first chunk carrying text; tokens/s is the text chunks of every
+after another. TTFT is to the first chunk carrying text; tokens/s is the text chunks of every
 request of a run (llama-cpp-python streams one chunk per generated token; the direct path has no
-usage chunk, so both paths count the same way) over the run's wall time. The engine answers one
-request at a time (llama-cpp-python's server holds a lock), so more clients queue: TTFT grows
-with them on both paths. Overhead = gateway - direct, in ms and as a share of the direct TTFT.
-The load generator shares the machine's cores with the servers: the 1-minute load average is
-printed at the start and the end.
+usage chunk, so both paths count the same way) over the run's wall time.
+
+Method (the machine is shared and the engine's two threads take both cores, so the direct path
+alone drifts between minutes by more than the targets): every path first gets ``--warmup``
+requests that are not counted (model pages, connection pools, the worker's tokenizer); then, for
+each client count, ``--rounds`` rounds, each one run per path (``--per-client`` requests per
+client), the paths' order rotating round by round so that none always goes first. A path's run is
+summed up by its TTFT median and its tokens/s; the overhead is taken **per round**, each path's
+run against the direct run next to it in time (a drift in the machine's load hits both), and
+printed as the median of the rounds' differences with its spread (the middle half and the
+extremes). The engine answers one request at a time (llama-cpp-python's server holds a lock), so
+more clients queue: TTFT grows with them on both paths and there is the place in the queue, not
+an overhead; at 4 and 8 clients compare the throughput. The load generator shares the machine's
+cores with the servers: the 1-minute load average is printed with each client count.
 """
 
 from __future__ import annotations
@@ -36,7 +44,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import math
 import os
 import statistics
 import sys
@@ -66,9 +73,8 @@ from benchmarks.gateway import (
     wait,
 )
 from ops_tools.chain.wire.worker_token import worker_token
+from ops_tools.worker.local_engine import packaged_model_file
 from tests.support.devnode import DevNode, free_port, plain_spec, raw_spec
-
-MODEL_FILE = "gemma-3-270m-q4_k_m.gguf"  # where net-local-engine assembles it, under model/
 
 PROMPTS = ["The capital of France is", "Water boils at", "The largest planet is",
            "A good breakfast includes", "The first computers were", "Rain forms when"]
@@ -149,7 +155,7 @@ def stack(root: Path, engine_counts: bool = False) -> Iterator[dict[str, Any]]:
             "log_level": "warning", "dev_suri_file": secret_file(root / "w.suri", OPERATOR),
         }
         if not engine_counts:
-            worker["engine_model_path"] = str(root / "model" / MODEL_FILE)
+            worker["engine_model_path"] = str(packaged_model_file(root))
         (root / "worker.yml").write_text(yaml.safe_dump(worker))
         procs.start("worker", [str(BIN / "net-worker"), "--config", str(root / "worker.yml")])
         wait(lambda: "gemma-3-270m" in httpx.get(gateway_url + "/v1/workers").json()
@@ -177,8 +183,10 @@ def main() -> None:
     parser.add_argument("--net", type=Path,
                         help="the output of ops-tools localnet up --engine llamacpp --json"
                         " (default: a stack of its own on free ports)")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--per-client", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=7,
+                        help="runs per path and client count (the paths' order rotates)")
+    parser.add_argument("--per-client", type=int, default=3, help="requests per client and run")
+    parser.add_argument("--warmup", type=int, default=3, help="uncounted requests per path first")
     parser.add_argument("--max-tokens", type=int, default=32)
     parser.add_argument("--clients", default="1,4,8", help="comma-separated client counts")
     parser.add_argument("--engine-counts", action="store_true",
@@ -192,6 +200,17 @@ def main() -> None:
         measure(net, args)
 
 
+def spread(values: list[float], signed: bool = False) -> str:
+    """median [p25 .. p75] (min .. max) of ``values``: the middle half and the extremes."""
+    ordered = sorted(values)
+    f = "{:+.1f}" if signed else "{:.1f}"
+    if len(ordered) < 2:
+        return f.format(ordered[0])
+    q1, _, q3 = statistics.quantiles(ordered, n=4, method="inclusive")
+    return (f"{f.format(statistics.median(ordered))} [{f.format(q1)} .. {f.format(q3)}]"
+            f" ({f.format(ordered[0])} .. {f.format(ordered[-1])})")
+
+
 def measure(net: dict[str, Any], args: Any) -> None:
     engine = next(w for w in net["workers"] if w["engine_kind"] == "llamacpp")
     paths = {"direct": (engine["engine_url"], {})}
@@ -200,30 +219,31 @@ def measure(net: dict[str, Any], args: Any) -> None:
                            {"Authorization": f"Bearer {net['bench_worker']['token']}"})
     paths["gateway"] = (net["public"]["gateway_url"],
                         {"Authorization": f"Bearer {net['gateway_api_key']}"})
-    print(f"load average at start: {os.getloadavg()[0]:.2f}")
-    for path in paths.values():  # warm the model and the pools
-        asyncio.run(run(*path, 1, 1, args.max_tokens))
-    print("clients | path    | TTFT p50 ms | TTFT p90 ms | tokens/s | overhead TTFT p50")
+    names = list(paths)
+    print(f"rounds {args.rounds}, {args.per_client} requests per client and run,"
+          f" {args.warmup} warm-up requests per path, {args.max_tokens} tokens each")
+    for _ in range(args.warmup):  # the model's pages, the pools, the worker's tokenizer
+        for name in names:
+            asyncio.run(run(*paths[name], 1, 1, args.max_tokens))
     for clients in (int(c) for c in args.clients.split(",")):
-        runs: dict[str, list[Run]] = {name: [] for name in paths}
-        for _ in range(args.rounds):
-            for name in paths:
+        load_start = os.getloadavg()[0]
+        runs: dict[str, list[Run]] = {name: [] for name in names}
+        for round_ in range(args.rounds):
+            # Rotate the order: no path always runs first (after the others' idle gap) or last.
+            for name in names[round_ % len(names):] + names[:round_ % len(names)]:
                 runs[name].append(asyncio.run(run(*paths[name], clients, args.per_client,
                                                   args.max_tokens)))
-        summary = {}
-        for name, rs in runs.items():
-            ttft = sorted(t for r in rs for t in r.ttft_ms)
-            rate = sum(r.tokens for r in rs) / sum(r.wall_s for r in rs)
-            # nearest rank: with few samples p90 is the largest, never below p50
-            summary[name] = (statistics.median(ttft), ttft[math.ceil(0.9 * len(ttft)) - 1], rate)
-        d = summary["direct"]
-        for name, (p50, p90, rate) in summary.items():
-            extra = ""
-            if name != "direct":
-                extra = (f"{p50 - d[0]:+.1f} ms ({(p50 - d[0]) / d[0] * 100:+.1f} % of TTFT);"
-                         f" tokens/s {(rate - d[2]) / d[2] * 100:+.1f} %")
-            print(f"{clients:7} | {name:7} | {p50:11.1f} | {p90:11.1f} | {rate:8.1f} | {extra}")
-    print(f"load average at end: {os.getloadavg()[0]:.2f}")
+        ttft = {n: [statistics.median(r.ttft_ms) for r in rs] for n, rs in runs.items()}
+        rate = {n: [r.tokens / r.wall_s for r in rs] for n, rs in runs.items()}
+        print(f"\n{clients} client(s); load average {load_start:.2f} -> {os.getloadavg()[0]:.2f};"
+              " per path the median of its runs [middle half] (extremes):")
+        for name in names:
+            print(f"  {name:7} TTFT ms {spread(ttft[name])}; tokens/s {spread(rate[name])}")
+        for name in names[1:]:
+            d_ttft = [g - d for g, d in zip(ttft[name], ttft["direct"], strict=True)]
+            d_rate = [(g - d) / d * 100 for g, d in zip(rate[name], rate["direct"], strict=True)]
+            print(f"  {name} - direct, per round: TTFT ms {spread(d_ttft, True)};"
+                  f" tokens/s % {spread(d_rate, True)}")
 
 
 if __name__ == "__main__":

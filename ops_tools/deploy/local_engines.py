@@ -20,6 +20,7 @@ import yaml
 from ops_tools.deploy.manifests import SERVICE_MANIFEST_NAME, read_local_manifest
 from ops_tools.deploy.paths import PROJECT_ROOT
 from ops_tools.errors import InputError, OpsError
+from ops_tools.worker.local_engine import packaged_model_file
 
 ENGINES = ("test", "llamacpp")
 LLAMACPP_PORT = 8110
@@ -73,6 +74,8 @@ def extra_vars(engine: str, state: Path) -> dict[str, Any]:
         ],
         "worker_local_engine_executable": str(Path(sys.executable).with_name("net-local-engine")),
         "worker_local_engine_dir": str(state / "worker-engines"),
+        # The llamacpp engine's state_dir is its service directory, <dir>/<name>.
+        "worker_engine_model_path": str(packaged_model_file(state / "worker-engines" / "llamacpp")),
     }
 
 

