@@ -52,6 +52,8 @@ def _service_unit(out: Path, name: str) -> Path:
         service_config_path=f"{root}/{name}.yml",
         service_environment={}, service_shutdown_timeout=10, service_root_dir=root,
         service_manifest_path=f"{root}/service.json",
+        # The operator's worker under systemd notifies a watchdog (playbooks/operator_worker.yml).
+        service_systemd_watchdog_sec=120 if name == "worker" else 0,
     )
     path = out / f"net-{name}.service"
     path.write_text(text)
