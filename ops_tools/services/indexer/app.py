@@ -36,6 +36,7 @@ from ops_tools.services.indexer.feed import CommitFeed
 from ops_tools.services.indexer.processor import Processor, ProcessorOptions
 from ops_tools.services.indexer.queries import QueryError
 from ops_tools.services.indexer.schema import Context, Health, Subscribers, build_schema
+from ops_tools.services.indexer.sockets import BoundedSendHandler, TransportAbort
 from ops_tools.services.indexer.tables import Base
 
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -181,7 +182,10 @@ class _RefusedJson(json.JSONDecodeError):
 
 class IndexerRouter(GraphQLRouter):
     """A query refused before it ran (syntax, unknown field, depth, cost: errors without a
-    path) is answered 400, as GraphQL over HTTP has it; errors while resolving keep 200."""
+    path) is answered 400, as GraphQL over HTTP has it; errors while resolving keep 200. A
+    subscriber's every message has a bounded time to be sent (sockets.py)."""
+
+    graphql_transport_ws_handler_class = BoundedSendHandler
 
     # A GET's ``variables`` and ``extensions`` and every WebSocket message are JSON that the
     # platform's body check never sees: they get the same strict reading (jsonbody).
@@ -223,6 +227,7 @@ def graphql_router(db: Database, settings: IndexerSettings,
     subscribers = Subscribers(per_connection=settings.max_subscriptions_per_connection,
                               per_address=settings.max_subscriptions_per_address,
                               max_backlog=settings.subscription_max_backlog,
+                              send_timeout_s=settings.subscription_send_timeout_s,
                               trusted_proxies=settings.trusted_proxies)
 
     async def get_context() -> dict[str, Any]:
@@ -316,6 +321,8 @@ def build_app(settings: IndexerSettings, db: Database | None = None) -> FastAPI:
         json_only=False, lifespan=lifespan,
     )
     app.include_router(graphql_router(db, settings, feed), prefix="/graphql")
+    # Outermost, so that it sees the server's own send (and through it, the transport).
+    app.add_middleware(TransportAbort)
     app.state.db = db
     app.state.registry.register(IndexLag(db, head))
     return app

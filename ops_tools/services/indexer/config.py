@@ -33,6 +33,10 @@ class IndexerSettings(ServiceSettings):
     subscription_max_backlog: int = Field(
         default=1000, ge=1, le=1_000_000,
         description="blocks a subscriber may fall behind before it is dropped")
+    subscription_send_timeout_s: float = Field(
+        default=10.0, gt=0, le=300,
+        description="seconds a message to a subscriber may wait to be sent (its connection's "
+                    "buffer full: the client does not read) before the subscriber is dropped")
     graphql_ide: bool = Field(default=True, description="GraphiQL on GET /graphql")
     introspection: bool = Field(default=True, description="__schema and __type queries")
     count_cap: int = Field(default=10_000, ge=1, le=1_000_000,

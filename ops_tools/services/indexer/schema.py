@@ -26,11 +26,12 @@ from strawberry.scalars import JSON
 from strawberry.types import Info
 
 from ops_tools import __version__
-from ops_tools.services.common.clientip import Network, client_ip
+from ops_tools.services.common.clientip import Network
 from ops_tools.services.indexer import filters, queries
 from ops_tools.services.indexer.feed import CommitFeed
 from ops_tools.services.indexer.limits import Limits, cost_rule
 from ops_tools.services.indexer.queries import Page, QueryError, encode_cursor
+from ops_tools.services.indexer.sockets import drop, peer
 
 BigInt = strawberry.scalar(
     NewType("BigInt", str), serialize=str, parse_value=lambda v: str(int(v)),
@@ -40,8 +41,6 @@ T = TypeVar("T")
 
 
 Read = Callable[[Callable[[SAConnection], Any]], Awaitable[Any]]
-#: The WebSocket close code of a subscriber too slow to keep up (an application code: 4000+).
-SLOW_CONSUMER_CLOSE = 4419
 KEEPALIVE_S = 30.0
 
 
@@ -53,6 +52,7 @@ class Subscribers:
     per_connection: int
     per_address: int
     max_backlog: int  # blocks a subscriber may fall behind before it is dropped
+    send_timeout_s: float = 10.0  # a message's time to be sent before its subscriber is dropped
     trusted_proxies: Sequence[Network] = ()
     by_address: dict[str, int] = field(default_factory=dict)
 
@@ -289,11 +289,8 @@ async def _subscription(info: Info) -> AsyncIterator[Subscribers]:
     subs, ws = ctx.subscribers, info.context.get("request")
     if subs is None or ctx.feed is None:
         raise QueryError("subscriptions are served over WebSocket (graphql-transport-ws) only")
-    address = "unknown"
-    if ws is not None and ws.client:
-        # Behind nginx every peer is the proxy: the client is in X-Forwarded-For.
-        address = client_ip(ws.client.host, ws.headers.getlist("x-forwarded-for"),
-                            subs.trusted_proxies)
+    # Behind nginx every peer is the proxy: the client is in X-Forwarded-For.
+    address = "unknown" if ws is None else peer(ws, subs.trusted_proxies)
     if ctx.open_subscriptions >= subs.per_connection:
         raise QueryError(f"subscriptions: {ctx.open_subscriptions} open on this connection, at "
                          f"most {subs.per_connection}; complete one or open another connection")
@@ -324,7 +321,7 @@ async def _follow(info: Info, kind: str,
     had when they were read: when that block leaves the chain (a rollback), each is sent again
     with ``removed`` true, newest first, before the new branch's items. A subscriber more than
     ``max_backlog`` blocks behind (it reads slower than blocks arrive) is dropped: its
-    connection is closed with ``SLOW_CONSUMER_CLOSE``."""
+    connection is closed with ``sockets.SLOW_CONSUMER_CLOSE`` (4419)."""
     ctx = _ctx(info)
     assert ctx.feed is not None
     async with _subscription(info) as subs:
@@ -362,8 +359,8 @@ async def _follow(info: Info, kind: str,
             if net.height - last > subs.max_backlog:
                 ws = info.context.get("request")
                 if ws is not None:
-                    await ws.close(code=SLOW_CONSUMER_CLOSE,
-                                   reason=f"{net.height - last} blocks behind")
+                    await drop(ws, f"{net.height - last} blocks behind", subs.send_timeout_s,
+                               peer(ws, subs.trusted_proxies))
                 return
             lo, hi = last + 1, net.height
             # The hashes before the items: a rollback between the two reads shows at the next
