@@ -101,10 +101,6 @@ def xdist_group(item: pytest.Item) -> str:
     module = getattr(item, "module", None)
     if module is not None and _uses_localnet(module):
         return "localnet"
-    # A network of the local chain spec elsewhere (tests/operator's ``localnet``): its nodes
-    # dial the spec's bootnodes, the local network's fixed ports, and would join that network.
-    if "localnet" in getattr(item, "fixturenames", ()):
-        return "localnet"
     if "testhosts" in getattr(item, "fixturenames", ()):
         return "testhosts"
     return item.nodeid.split("::")[0]

@@ -168,6 +168,13 @@ def listed(nginx: Nginx) -> dict[str, str]:
 
 
 # The operator suite's fixtures (an sshd on a loopback address, two development-node
-# authorities on free ports, the full-node play over SSH), for the play that takes the site's
+# authorities, the full-node play over SSH), for the play that takes the site's
 # release files.
-from tests.operator.conftest import keystores, localnet, operator, specs, sshd  # noqa: E402, F401
+from tests.operator.conftest import (  # noqa: E402, F401
+    authority_ports,
+    keystores,
+    localnet,
+    operator,
+    specs,
+    sshd,
+)

@@ -12,9 +12,11 @@ import functools
 import http.server
 import json
 import os
+import random
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import threading
@@ -95,8 +97,8 @@ class Rendered:
     sha256: str
 
 
-def render(out: Path, runtime: Path | None = None) -> Rendered:
-    cmd = [str(VENV_BIN / "ops-tools"), "chainspec", "render", "--network", str(LOCAL_NETWORK),
+def render(out: Path, network: Path, runtime: Path | None = None) -> Rendered:
+    cmd = [str(VENV_BIN / "ops-tools"), "chainspec", "render", "--network", str(network),
            "--node", str(DEVNODE), "--out", str(out)]
     if runtime is not None:
         cmd += ["--runtime", str(runtime)]
@@ -105,27 +107,65 @@ def render(out: Path, runtime: Path | None = None) -> Rendered:
     return Rendered(out / "raw.json", manifest["genesis_hash"], manifest["raw_spec_sha256"])
 
 
+def unhanded_port(taken: set[int]) -> int:
+    """A TCP port below the kernel's ephemeral range (32768 up), free now. No bind to port 0 or
+    outgoing connection ever gets one there, so it stays free for the whole session while the
+    servers that use it stop and start (``free_port()`` keeps its port for a minute only)."""
+    rng = random.Random()  # spreads concurrent sessions apart; no secret
+    for _ in range(200):
+        port = rng.randrange(20000, 30000)
+        if port in taken:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        taken.add(port)
+        return port
+    raise RuntimeError("no free TCP port in 20000-29999 on 127.0.0.1")
+
+
 @pytest.fixture(scope="session")
-def specs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Rendered]:
+def authority_ports() -> dict[str, int]:
+    """The p2p ports of the two authorities of every ``LocalNet`` of this session."""
+    taken: set[int] = set()
+    return {name: unhanded_port(taken) for name in AUTHORITIES}
+
+
+@pytest.fixture(scope="session")
+def specs(tmp_path_factory: pytest.TempPathFactory,
+          authority_ports: dict[str, int]) -> dict[str, Rendered]:
     """'current': local.yml with the node's own runtime; 'other': the same network with another
-    runtime (spec version 7), i.e. what a different pallet-suite revision gives."""
+    runtime (spec version 7), i.e. what a different pallet-suite revision gives.
+
+    Both are rendered with the authorities' addresses on ``authority_ports``: local.yml's own
+    are the local network's fixed ports (``localnet up``), and a node of this genesis that
+    dialled them (from the spec's bootNodes) would join that network if it runs beside."""
     base = tmp_path_factory.mktemp("specs")
+    network = yaml.safe_load(LOCAL_NETWORK.read_text())
+    for authority in network["authorities"]:
+        authority["address"] = f"/ip4/127.0.0.1/tcp/{authority_ports[authority['name']]}"
+    definition = base / "local.yml"
+    definition.write_text(yaml.safe_dump(network, sort_keys=False))
     blob = base / "runtime-v7.wasm"
     other_version = dataclasses.replace(VERSION, spec_version=VERSION.spec_version + 1)
     blob.write_bytes(build_runtime_blob(other_version, extra_sections={"test": b"other"}))
-    current, other = render(base / "current"), render(base / "other", blob)
+    current = render(base / "current", definition)
+    other = render(base / "other", definition, blob)
     assert current.genesis != other.genesis
     return {"current": current, "other": other}
 
 
 @dataclass
 class LocalNet:
-    """Two authorities of local.yml as plain devnode processes on free loopback ports."""
+    """Two authorities of local.yml as plain devnode processes on loopback: p2p on the ports
+    that ``specs`` put in the spec, RPC on free ones."""
 
     root: Path
     keystores: Path
+    p2p: dict[str, int]
     procs: list[subprocess.Popen] = field(default_factory=list)
-    p2p: dict[str, int] = field(default_factory=dict)
     rpc_ports: dict[str, int] = field(default_factory=dict)
     peer_ids: dict[str, str] = field(default_factory=dict)
     starts: int = 0
@@ -133,7 +173,6 @@ class LocalNet:
     def __post_init__(self) -> None:
         network = yaml.safe_load(LOCAL_NETWORK.read_text())
         self.peer_ids = {a["name"]: a["peer_id"] for a in network["authorities"]}
-        self.p2p = {name: free_port() for name in AUTHORITIES}
         self.rpc_ports = {name: free_port() for name in AUTHORITIES}
 
     @property
@@ -197,8 +236,9 @@ def keystores(tmp_path_factory: pytest.TempPathFactory, specs: dict[str, Rendere
 
 
 @pytest.fixture
-def localnet(tmp_path: Path, keystores: Path) -> Iterator[LocalNet]:
-    net = LocalNet(tmp_path / "localnet", keystores)
+def localnet(tmp_path: Path, keystores: Path,
+             authority_ports: dict[str, int]) -> Iterator[LocalNet]:
+    net = LocalNet(tmp_path / "localnet", keystores, authority_ports)
     try:
         yield net
     finally:

@@ -46,6 +46,9 @@ class GatewaySettings(ServiceSettings):
     chain_view_max_age_s: float = Field(20.0, gt=0)
     registry_refresh_s: float = Field(1.0, gt=0)
     health_interval_s: float = Field(5.0, gt=0)
+    # Failed health checks in a row that take a worker out of routing (one passed check puts it
+    # back).
+    health_checks_before_down: int = Field(2, ge=1, le=100)
     failures_before_cooldown: int = Field(3, ge=1)
     cooldown_s: float = Field(30.0, ge=0)
     announce_max_skew_s: float = Field(120.0, gt=0)

@@ -2,12 +2,13 @@
 
 A worker is eligible while (a) its operator is registered on chain with at least MinStake, (b) the
 operator's latest signed gateway heartbeat is for the current epoch or the one before, (c) its
-last health check passed, and (d) it is not cooling down after repeated failures. Among the
-eligible, the least loaded takes the request (the gateway's own in-flight count, or the engine's
-running and waiting requests the worker reports when that is higher); equally loaded ones are
-chosen between at random, so a newly admitted operator's worker gets its share from the first
-request. The gateway's I/O
-(chain reads, heartbeats, health checks) only updates this state; every decision is here.
+health checks pass (it is down after ``checks_before_down`` failures in a row, and up again
+after one pass), and (d) it is not cooling down after repeated failures. Among the eligible,
+the least loaded takes the request (the gateway's own in-flight count, or the engine's running
+and waiting requests the worker reports when that is higher); equally loaded ones are chosen
+between at random, so a newly admitted operator's worker gets its share from the first
+request. The gateway's I/O (chain reads, heartbeats, health checks) only updates this state;
+every decision is here.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class Worker:
     # own count, never idler.
     reported_load: int = 0
     healthy: bool = False
+    failed_checks: int = 0  # health checks failed in a row
     consecutive_failures: int = 0
     cooldown_until: float = 0.0
 
@@ -73,6 +75,10 @@ class ChainView:
 class RouterPolicy:
     failures_before_cooldown: int = 3
     cooldown_s: float = 30.0
+    # A healthy worker is taken out after this many failed health checks in a row, not one: a
+    # check that times out on a busy host (its or the gateway's) says little, while a request
+    # to a worker that is really gone fails fast and is retried on another.
+    checks_before_down: int = 2
 
 
 class Router:
@@ -105,6 +111,16 @@ class Router:
         self.workers.clear()
         self.heartbeats.clear()
         self.chain = ChainView()
+
+    def checked(self, worker: Worker, passed: bool) -> None:
+        """The outcome of one health check: a new worker is healthy from its first pass, and
+        down after ``checks_before_down`` failures in a row."""
+        if passed:
+            worker.healthy, worker.failed_checks = True, 0
+            return
+        worker.failed_checks += 1
+        if worker.failed_checks >= self.policy.checks_before_down:
+            worker.healthy = False
 
     def succeeded(self, worker: Worker) -> None:
         worker.consecutive_failures = 0

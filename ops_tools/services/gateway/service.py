@@ -73,7 +73,8 @@ class GatewayState:
             if settlement_secret else None
         )
         self.clock = clock
-        self.router = Router(RouterPolicy(fields.failures_before_cooldown, fields.cooldown_s))
+        self.router = Router(RouterPolicy(fields.failures_before_cooldown, fields.cooldown_s,
+                                          fields.health_checks_before_down))
         self.prices = {name: p.price() for name, p in fields.prices.items()}
         self.default_price = fields.default_price.price()
         self.reader = chain_io.ChainReader(rpc_url, fields.chain_rpc_timeout_s)
@@ -335,10 +336,11 @@ class GatewayState:
             async with self.client.get(worker.endpoint + "/health",
                                        timeout=aiohttp.ClientTimeout(total=3.0)) as response:
                 raw = await response.content.read(65536)  # a health body is small; never more
-                worker.healthy = response.status == 200
-            worker.reported_load = engine_load_claim(raw, worker.capacity) if worker.healthy else 0
+                passed = response.status == 200
         except (aiohttp.ClientError, TimeoutError):
-            worker.healthy = False
+            passed, raw = False, b""
+        self.router.checked(worker, passed)
+        worker.reported_load = engine_load_claim(raw, worker.capacity) if passed else 0
 
     async def check_health(self) -> None:
         """Only admitted operators' workers are contacted: one that left the registry or fell

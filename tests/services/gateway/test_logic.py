@@ -51,6 +51,26 @@ def test_eligibility_rules():
     assert r.why_not(r.workers["A@x"], 0) == "health check failing"
 
 
+def test_one_failed_health_check_in_a_row_is_forgiven_two_take_the_worker_out():
+    r = Router(RouterPolicy(checks_before_down=2))
+    r.chain = ChainView(current_epoch=10, min_stake=100, stakes={"A": 100})
+    r.heartbeat("A", 10)
+    w = r.announce(Worker("A@x", "A", "http://A", ("m",), 4))
+    r.checked(w, False)  # never passed: not routed to
+    assert r.why_not(w, 0) == "health check failing"
+    r.checked(w, True)
+    assert r.why_not(w, 0) is None
+    r.checked(w, False)  # a check timed out on a busy host
+    assert r.pick("m", 0) is w
+    r.checked(w, True)  # a pass clears the count: failures must be in a row
+    r.checked(w, False)
+    assert r.pick("m", 0) is w
+    r.checked(w, False)
+    assert r.why_not(w, 0) == "health check failing" and r.pick("m", 0) is None
+    r.checked(w, True)
+    assert r.pick("m", 0) is w
+
+
 def test_least_busy_and_capacity_and_exclude():
     r = _router()
     a, b = r.workers["A@x"], r.workers["B@x"]

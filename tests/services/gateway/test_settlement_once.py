@@ -72,7 +72,10 @@ def _earn(tmp_path, chain, gw, engine, uri: str, n: int) -> tuple[str, list[dict
                                   headers={"Authorization": f"Bearer {key}"},
                                   json={"model": "net-test-chat", "max_tokens": 5,
                                         "messages": [{"role": "user", "content": "pay me"}]})
-            assert response.status_code == 200, response.text
+            # A refusal says why: the gateway's view of its workers, and both logs.
+            assert response.status_code == 200, (
+                f"{response.text}\nworkers: {gw.get('/v1/workers').text}\n"
+                f"gateway log:\n{gw.proc.tail()}\nworker log:\n{w.proc.tail()}")
     finally:
         w.proc.stop()
     receipts = wait_for(lambda: [r for r in store.usage(engine, key)["receipts"]
