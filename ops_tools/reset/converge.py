@@ -16,7 +16,7 @@ from typing import Any
 from ops_tools.deploy.paths import PLAYBOOKS, localnet_dir
 from ops_tools.programs import Program
 from ops_tools.reset.context import CycleContext, CycleFailed
-from ops_tools.reset.nodes import LOCAL, HostOpFailed
+from ops_tools.reset.nodes import HostOpFailed
 from ops_tools.reset.phases import Phase
 from ops_tools.reset.shell import all_at_once, in_order
 
@@ -49,11 +49,9 @@ def restart_command(pending: dict[str, Any]) -> str:
 def restart_services(ctx: CycleContext) -> str:
     # The staged services restart at once, all of them together: each comes up not ready
     # (naming both hashes) until the RPC node serves its genesis, then ready. The RPC and full
-    # nodes (stop-nodes' first step) stop in the same batch: one round trip to the hosts, and
-    # the restarts (seconds: a graceful stop, then startsecs) overlap the nodes' shutdown
-    # instead of lengthening the downtime. A cycle resumed without a staged run (or one that
-    # staged nothing) converges the services play in the background instead; the services
-    # phase waits for it.
+    # nodes (stop-nodes' first step) stop meanwhile, and this phase waits for their stop alone.
+    # A cycle resumed without a staged run (or one that staged nothing) converges the services
+    # play in the background instead; the services phase waits for it.
     if not ctx.inventory.hosts("services"):
         return "no platform services in the inventory"
     staged = ctx.facts.get("pending_services")
@@ -75,28 +73,21 @@ def restart_services(ctx: CycleContext) -> str:
         else:
             for n in [*public, *authorities]:
                 commands.setdefault(n.host, []).append(n.stop_command())
-        # The restarts on remote machines go over their connections from a thread of their
-        # own and are awaited by the services phase: each service comes up not ready until
-        # the new chain is served anyway, so its graceful stop and start-up (seconds) need not
-        # hold the window; this phase waits for the nodes' stop alone. On this machine
-        # (pyinfra's local connector runs in the main thread) they stay in the nodes' batch.
-        later: dict[str, list[str]] = {}
-        for host, ps in staged.items():
-            on = later if ctx.machines.machine_of[host] != LOCAL else commands
-            on.setdefault(host, []).extend(restart_command(p) for p in ps)
-        if later:
-            ctx.background.restarts = ctx.machines.run_later(
-                "restart the staged services", later, parallel=True)
+        # The restarts go from a thread of their own (over the remote machines' connections,
+        # as child processes on this one) and are awaited by the services phase: each service
+        # comes up not ready until the new chain is served anyway, so its graceful stop and
+        # start-up (seconds) need not hold the window; this phase waits for the nodes' stop
+        # alone.
+        later = {host: [restart_command(p) for p in ps] for host, ps in staged.items()}
+        ctx.background.restarts = ctx.machines.run_later(
+            "restart the staged services", later, parallel=True)
         stopped = [n.host for n in [*public, *authorities]]
-        what = [f"stop {', '.join(stopped)}"] if stopped else []
-        if any(h in staged for h in commands):
-            what.insert(0, "restart the staged services")
-        ctx.machines.run("; ".join(what), commands, parallel=True)
+        if commands:
+            ctx.machines.run(f"stop {', '.join(stopped)}", commands, parallel=True)
         ctx.facts["stopped_with_services"] = stopped
         names = ", ".join(sorted(p["name"] for ps in staged.values() for p in ps))
         with_them = f"; stopped {', '.join(stopped)} with them" if stopped else ""
-        sent = " (awaited by the services phase)" if later else ""
-        return f"restarted {names}{sent}{with_them}"
+        return f"restarted {names} (awaited by the services phase){with_them}"
     if staged is not None:
         return "no service needed a restart"
     from ops_tools.deploy.runner import run_playbook

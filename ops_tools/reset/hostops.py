@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import shlex
+import subprocess
 import time
 import uuid
 from collections.abc import Callable
@@ -255,18 +256,26 @@ class Machines:
                   parallel: bool = False) -> Future[tuple[dict[str, str], Any]]:
         """``run`` in a thread of its own, over the same connections, while this thread goes
         on: its result (outputs and the timed step, for ``on_batch`` once awaited) or its
-        HostOpFailed comes from the future. Remote machines only: pyinfra's local connector
-        runs its processes in the main thread."""
-        local = [h for h in commands if self.machine_of[h] == LOCAL]
-        if local:
-            raise ValueError(f"run_later: {', '.join(local)} on this machine")
+        HostOpFailed comes from the future. pyinfra's local connector runs its processes in
+        the main thread, so this machine's commands run as plain child processes instead (as
+        the local connector's: the same user, no become; ``machine_of``)."""
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reset-later")
-        future = pool.submit(self._batch, what, commands, parallel)
+        future = pool.submit(self._batch, what, commands, parallel, direct_local=True)
         pool.shutdown(wait=False)
         return future
 
-    def _batch(self, what: str, commands: dict[str, list[str]],
-               parallel: bool) -> tuple[dict[str, str], tuple[str, float, float] | None]:
+    def _direct(self, machine: str, command: str) -> tuple[bool, str, str]:
+        """``_shell`` for this machine as a child process of this one (any thread may wait
+        on it: no gevent here), other machines over their connections."""
+        if machine != LOCAL:
+            return self._shell(machine, command)
+        proc = subprocess.run(["sh", "-c", command], capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL, check=False)
+        return proc.returncode == 0, proc.stdout.rstrip("\n"), proc.stderr
+
+    def _batch(self, what: str, commands: dict[str, list[str]], parallel: bool,
+               direct_local: bool = False,
+               ) -> tuple[dict[str, str], tuple[str, float, float] | None]:
         per_machine: dict[str, list[str]] = {}
         for host, cmds in commands.items():
             per_machine.setdefault(self.machine_of[host], []).extend(cmds)
@@ -275,7 +284,7 @@ class Machines:
         if not batch:
             return {}, None
         started, t0, took = time.time(), time.monotonic(), {}
-        results = self._on_each(batch, self._shell, took)
+        results = self._on_each(batch, self._direct if direct_local else self._shell, took)
         step = (self._step(what, took), started, time.monotonic() - t0)
         failed, outputs = [], {}
         for machine, result in results.items():

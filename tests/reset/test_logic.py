@@ -252,23 +252,23 @@ def test_every_staged_service_of_a_host_is_restarted():
     staged = {"indexer-0": [pending("net-indexer-processor"), pending("net-indexer")],
               "faucet-0": [pending("net-faucet")]}
     rpc = Node("rpc-0", "rpc", {"service": {"manager": "systemd", "name": "net-node"}})
-    calls = []
+    calls, later = [], []
     ctx = SimpleNamespace(
         inventory=SimpleNamespace(hosts=lambda group=None: list(staged)),
         facts={"pending_services": staged},
         of_role=lambda *roles: [rpc] if "rpc" in roles else [],
         machines=SimpleNamespace(
             machine_of=dict.fromkeys(["rpc-0", *staged], "@local"),
-            run=lambda what, cmds, parallel=False: calls.append((cmds, parallel))),
+            run=lambda what, cmds, parallel=False: calls.append((cmds, parallel)),
+            run_later=lambda what, cmds, parallel=False: later.append((cmds, parallel))),
         background=SimpleNamespace(restarts=None),
     )
     detail = restart_services(ctx)
-    # In one batch, at once: the restarts overlap the RPC node's shutdown (the downtime).
-    assert calls == [({"rpc-0": ["systemctl stop net-node.service"],
-                       **{h: [restart_command(p) for p in ps] for h, ps in staged.items()}},
-                      True)]
-    assert detail == ("restarted net-faucet, net-indexer, net-indexer-processor; stopped rpc-0"
-                      " with them")
+    # All at once, sent apart from the RPC node's stop, which is all the phase waits for.
+    assert later == [({h: [restart_command(p) for p in ps] for h, ps in staged.items()}, True)]
+    assert calls == [({"rpc-0": ["systemctl stop net-node.service"]}, True)]
+    assert detail == ("restarted net-faucet, net-indexer, net-indexer-processor (awaited by the"
+                      " services phase); stopped rpc-0 with them")
     assert ctx.facts["stopped_with_services"] == ["rpc-0"]
 
 

@@ -200,17 +200,19 @@ def test_authorities_stop_with_the_services_where_the_rpc_node_is_on_their_machi
     from ops_tools.reset.shell import all_at_once, in_order
 
     one = dict.fromkeys(("authority-0", "authority-1", "rpc-0", "faucet-0"), "@local")
+    stops = {"rpc-0": [in_order([all_at_once(["systemctl stop net-node-rpc-0.service"]),
+                                 all_at_once(["systemctl stop net-node-authority-0.service",
+                                              "systemctl stop net-node-authority-1.service"])])]}
     ctx = _restart_ctx(one)
     restart_services(ctx)
+    # one command: the RPC node stops first, then the authorities; the faucet's restart goes
+    # apart (a child process of the cycle) and the services phase awaits it
     (_, commands), = ctx.calls
-    assert not ctx.later and ctx.background.restarts is None  # this machine: in the batch
-    # one command: the RPC node stops first, then the authorities, while the faucet restarts
-    assert commands == {
-        "rpc-0": [in_order([all_at_once(["systemctl stop net-node-rpc-0.service"]),
-                            all_at_once(["systemctl stop net-node-authority-0.service",
-                                         "systemctl stop net-node-authority-1.service"])])],
-        "faucet-0": [restart_command(ctx.facts["pending_services"]["faucet-0"][0])]}
+    assert commands == stops
     assert ctx.facts["stopped_with_services"] == ["rpc-0", "authority-0", "authority-1"]
+    (_, restarts), = ctx.later
+    assert restarts == {"faucet-0": [restart_command(ctx.facts["pending_services"]["faucet-0"][0])]}
+    assert ctx.background.restarts == "the restarts' future"
 
 
 def test_authorities_on_other_machines_are_left_to_stop_nodes():
@@ -347,3 +349,29 @@ def test_the_wait_on_a_host_polls_its_node_until_it_meets_the_condition(node_rpc
     # finalized #2 is never reached here (-1 would not ask for finality at all)
     assert wait("0xgenesis", 0, 2, 0.3)[0] is False
     assert wait("0xgenesis", 0, -1, 30)[0] is True
+
+
+@pytest.mark.process
+def test_this_machines_later_commands_run_as_child_processes_beside_the_main_batch(tmp_path):
+    """pyinfra's local connector runs its processes in the main thread; the restarts sent
+    apart run as child processes, while the main thread runs its own batch over pyinfra."""
+    from ops_tools.deploy.inventory import Inventory
+    from ops_tools.reset.hostops import Machines
+    from ops_tools.reset.nodes import HostOpFailed
+
+    local = {"ansible_connection": "local"}
+    inventory = Inventory(tmp_path / "hosts.yml", {"services": ["faucet-0", "gateway-0"]},
+                          {"faucet-0": local, "gateway-0": local, "rpc-0": local})
+    gate = tmp_path / "gate"
+    with Machines(inventory, ["faucet-0", "gateway-0", "rpc-0"]) as machines:
+        # waits until the main batch below has run: only a child process of its own can
+        later = machines.run_later("restart", {
+            "faucet-0": [f"while [ ! -e {gate} ]; do sleep 0.05; done; echo restarted"],
+            "gateway-0": ["echo also"]}, parallel=True)
+        machines.run("stop rpc-0", {"rpc-0": [f"touch {gate}"]})
+        outputs, (what, _started, seconds) = later.result(timeout=60)
+        assert sorted(outputs["@local"].split()) == ["also", "restarted"]
+        assert what == "restart" and seconds >= 0
+        failed = machines.run_later("restart", {"faucet-0": ["echo no >&2; exit 3"]})
+        with pytest.raises(HostOpFailed, match="restart failed on @local: no"):
+            failed.result(timeout=60)

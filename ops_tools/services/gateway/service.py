@@ -28,6 +28,7 @@ from ops_tools.services.gateway.router import Router, RouterPolicy, Worker, engi
 
 log = logging.getLogger("net.gateway")
 FINAL_SETTLE_TIMEOUT_S = 8.0
+CHAIN_RETRY_S = 0.5
 SETTLE_RETRIES_S = (0.2, 0.5, 1.0, 2.0, 4.0)  # then the reconciler releases the reservation
 OUTCOME_POLL_S = 0.5
 
@@ -171,7 +172,7 @@ class GatewayState:
         await self.poll_chain()
         loops = [
             (self.fields.registry_refresh_s, self.refresh_registry),
-            (self.fields.chain_poll_s, self.poll_chain),
+            (self.chain_poll_interval, self.poll_chain),
             (self.fields.health_interval_s, self.check_health),
             (self.fields.reconcile_interval_s, self.reconcile),
         ]
@@ -242,9 +243,17 @@ class GatewayState:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _every(self, seconds: float, step: Callable[[], Any]) -> None:
+    def chain_poll_interval(self) -> float:
+        """``chain_poll_s``, or less while the reads fail (the node restarting, a reset under
+        way): the gateway is ready on a chain soon after its node serves it, not a poll later."""
+        if self.chain_error is None:
+            return self.fields.chain_poll_s
+        return min(self.fields.chain_poll_s, CHAIN_RETRY_S)
+
+    async def _every(self, seconds: float | Callable[[], float],
+                     step: Callable[[], Any]) -> None:
         while True:
-            await asyncio.sleep(seconds)
+            await asyncio.sleep(seconds() if callable(seconds) else seconds)
             try:
                 await step()
             except Exception:

@@ -55,6 +55,31 @@ def test_a_hung_node_turns_ready_red_and_expires_the_chain_view(tmp_path, chain)
         proxy.close()
 
 
+def test_a_gateway_started_before_its_node_answers_reads_again_soon_not_a_poll_later(
+        tmp_path, chain):
+    """A reset restarts the services while the new chain is not served yet: the failed reads
+    are retried within a second, not at the next ``chain_poll_s`` (10 min here)."""
+    url = urllib.parse.urlsplit(chain.http)
+    genesis = httpx.post(chain.http, timeout=30, json={
+        "jsonrpc": "2.0", "id": 1, "method": "chain_getBlockHash", "params": [0]}).json()["result"]
+    proxy = TcpProxy((url.hostname, url.port))
+    proxy.hang.set()
+    # As deployed: the configuration names the genesis, so the gateway starts without its node.
+    gw = start_gateway(tmp_path, chain, f"sqlite:///{tmp_path / 'gw.sqlite3'}", settle=False,
+                       extra={"rpc_url": proxy.url, "chain_rpc_timeout_s": 1.0,
+                              "chain_poll_s": 600.0, "genesis_hash": genesis})
+    try:
+        assert gw.workers()["chain_error"]
+        assert httpx.get(gw.url + "/ready", timeout=30).status_code == 503
+        proxy.hang.clear()
+        wait_for(lambda: httpx.get(gw.url + "/ready", timeout=30).status_code == 200, 120,
+                 "/ready once the node answers")
+        assert gw.workers()["current_epoch"] is not None
+    finally:
+        gw.proc.stop()
+        proxy.close()
+
+
 def test_a_stopped_node_turns_ready_red_until_it_continues(tmp_path):
     node = start_chain(tmp_path / "chain")  # its own: the suite's chain is not stopped
     gw = None
