@@ -281,8 +281,17 @@ def _live(ctx: Context, program: str, manager: str, more: dict,
         return Outcome(f"worker live at the gateway (models {', '.join(row['models'])}); no"
                        " --gateway-key-file, so no test request", facts)
     key = opts.gateway_key_file.read_text().strip()
-    answer = gateway_client.request_served_by(opts.gateway_url, key, row["models"][0], account,
-                                              timeout_s=max(60.0, opts.timeout_s))
+    try:
+        answer = gateway_client.request_served_by(opts.gateway_url, key, row["models"][0],
+                                                  account, timeout_s=max(60.0, opts.timeout_s))
+    except OpsError as exc:
+        # What the gateway thinks of the worker now says why none came to it (cooling down
+        # after failed requests, a failing health check, ...).
+        after = gateway_client.worker_view(opts.gateway_url, ctx.keypair(),
+                                           str(ctx.journal.genesis_hash))
+        seen = "unknown" if after is None else \
+            "live" if after.get("live") else f"not live: {after.get('reason')}"
+        raise OpsError(f"{exc}; the gateway lists the worker as {seen}") from None
     facts["test_request_id"] = answer.request_id
     return Outcome(f"worker live at the gateway (models {', '.join(row['models'])}); test"
                    f" request {answer.request_id} answered by it", facts)

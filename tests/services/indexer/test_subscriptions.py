@@ -157,8 +157,16 @@ def test_events_unfiltered_transfers_and_index_status_subscriptions(chain, datab
                 def mine() -> list[dict]:
                     return [m["payload"]["data"]["transfers"] for m in got["t"]
                             if m["payload"]["data"]["transfers"]["to"] == dest]
+                def status_reached() -> bool:  # the status's message for the transfer's block
+                    number = sent.result()[0]
+                    return any(m["payload"]["data"]["indexStatus"]["height"] >= number
+                               for m in got["s"])
+
+                # Each subscription sends on its own: the transfer's messages may come before the
+                # status's for the same block.
                 while not sent.done() or not mine() or not any(
-                        m["payload"]["data"]["events"]["name"] == "Transfer" for m in got["e"]):
+                        m["payload"]["data"]["events"]["name"] == "Transfer" for m in got["e"]) \
+                        or not status_reached():
                     assert time.monotonic() < deadline, got
                     with contextlib.suppress(TimeoutError):
                         msg = await _next(ws, timeout=1)
