@@ -125,6 +125,22 @@ def module_groups(items: list[pytest.Item]) -> dict[str, str]:
     return groups
 
 
+SHARED_NETWORK = "shared_localnet"  # the fixture of the shared default network (tests/conftest.py)
+
+
+def shared_network_together(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The tests on the shared default network moved up to the first of them, in their order,
+    the rest as they were: one ``localnet up`` serves them all unless a network of another
+    module's own comes between them and purges it."""
+    shared = [item for item in items if SHARED_NETWORK in getattr(item, "fixturenames", ())]
+    if not shared:
+        return items
+    first = items.index(shared[0])
+    ids = {id(item) for item in shared}
+    rest = [item for item in items if id(item) not in ids]
+    return rest[:first] + shared + rest[first:]
+
+
 # First, so that `-m process` / `-m "not process"` select on the marks added here, and xdist
 # (whose own hook runs last) sees the groups.
 @pytest.hookimpl(tryfirst=True)
@@ -147,6 +163,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if config.getoption("fast"):
         config.hook.pytest_deselected(items=deselected)
         items[:] = fast
+    items[:] = shared_network_together(items)
 
 
 _LOST_GROUP = pytest.StashKey[str]()

@@ -156,3 +156,19 @@ def test_under_xdist_a_module_fixture_is_set_up_once_and_the_test_hosts_on_one_w
     assert sorted(modules) == ["test_hosts_only", "test_mixed", "test_plain"]  # once each
     # The modules that use the test hosts run on the same worker (one fleet per run).
     assert workers["test_mixed"] == workers["test_hosts_only"]
+
+
+class _Item:
+    def __init__(self, name: str, *fixtures: str) -> None:
+        self.name, self.fixturenames = name, fixtures
+
+
+def test_the_shared_networks_tests_move_up_to_the_first_of_them_in_their_order() -> None:
+    from tests.process_lane import SHARED_NETWORK, shared_network_together
+
+    items = [_Item("a"), _Item("backup", SHARED_NETWORK), _Item("deploy", "tmp_path"),
+             _Item("drills", SHARED_NETWORK), _Item("e"), _Item("monitoring", SHARED_NETWORK)]
+    ordered = shared_network_together(items)  # type: ignore[arg-type]
+    assert [i.name for i in ordered] == ["a", "backup", "drills", "monitoring", "deploy", "e"]
+    plain = [_Item("x"), _Item("y")]
+    assert shared_network_together(plain) == plain  # type: ignore[arg-type]
