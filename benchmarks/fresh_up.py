@@ -146,7 +146,9 @@ def main() -> int:
         tag = ensure_image(client, RECIPE, cache=CACHE, log=CACHE / "base-build.log")
         print(f"base image {tag} ready in {time.monotonic() - t0:.1f} s (not counted)")
         container = client.containers.run(
-            tag, ["sleep", "infinity"], detach=True, network_mode="host",
+            # init: a PID 1 that reaps, as a machine's does (supervisord, once its parent
+            # localnet up has exited, is reparented to it; unreaped, it never looks gone).
+            tag, ["sleep", "infinity"], detach=True, network_mode="host", init=True,
             shm_size="1g", environment=PIP_ENV,
             volumes={str(repo): {"bind": "/src", "mode": "ro"},
                      CA_BUNDLE: {"bind": PIP_ENV["PIP_CERT"], "mode": "ro"}})
@@ -184,7 +186,11 @@ def main() -> int:
                     if down.returncode != 0:
                         print(f"localnet down --purge failed ({down.returncode}):"
                               f" {down.stderr.strip()[-500:]}")
-        container.remove(force=True)
+                    # Every process of the network ends with the container, before the ports
+                    # are handed back with the lock.
+                    container.remove(force=True)
+        else:
+            container.remove(force=True)
     total = 0.0
     print()
     for name, code, lines, load in results:
