@@ -20,12 +20,10 @@ import yaml
 from ops_tools.containers import run as containers
 from ops_tools.errors import InputError
 from ops_tools.operator.context import Options
+from ops_tools.operator.units import DRAIN_TIMEOUT_S
 from ops_tools.wallet.keystore import ETH_SUFFIX, SR25519_SUFFIX
 
 PASSPHRASE = "passphrase"  # noqa: S105 (the secret's file name)
-# The worker's drain on docker stop; the container's stop timeout is derived from it
-# (containers.default_stop_timeout), so docker never kills a draining worker.
-DRAIN_TIMEOUT_S = 60
 
 
 def model_in_container(opts: Options) -> str:
@@ -55,6 +53,8 @@ def worker_config(opts: Options, genesis_hash: str) -> str:
         "account": opts.name,
         "passphrase_file": f"{containers.SECRETS_DIR}/{PASSPHRASE}",
         "genesis_hash": genesis_hash,
+        # As on the host; the container's stop timeout is derived from it
+        # (containers.default_stop_timeout), so docker never kills a draining worker.
         "drain_timeout_s": DRAIN_TIMEOUT_S,
         "log_level": "info",
     }
