@@ -78,6 +78,7 @@ def _deploy(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         check=False)
 
 
+@pytest.mark.process  # ops-tools as a subprocess
 def test_deploy_refuses_a_bad_stop_timeout_or_model_file_before_docker(tmp_path):
     """Each refusal names the option, the value and what to do, exits 2, and comes before the
     daemon is asked (there is none at that socket)."""
