@@ -15,7 +15,7 @@ is one seek on the blocks' time index, and the list walks its block-number key f
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -37,6 +37,8 @@ MAX_IN = 100
 MAX_DEPTH = 4
 MAX_TERMS = 32
 MAX_RANGE_BLOCKS = 1_000
+#: Branches of one filter (compile_branches): a two-sided field's ``in`` at its largest.
+MAX_BRANCHES = 2 * MAX_IN
 BLOCK_RANGE = "a blockNumber range (greaterThan… and lessThan…) at most 1000 blocks wide"
 
 #: Operator attribute (the Python name of the input's field) -> GraphQL name.
@@ -70,6 +72,38 @@ def compile_filter(spec: dict[str, Field], value: Any, *,
     if value is None:
         return true()
     return _compile(spec, value, frozenset({BLOCK_RANGE} if ranged else ()), _Walk(), 1)
+
+
+def compile_branches(spec: dict[str, Field], value: Any, *,
+                     ranged: bool = False) -> list[ColumnElement[bool]]:
+    """``value`` as conditions whose union is the list, each served by one index range in the
+    list's order, where one OR or IN is not (see queries.paginate): a field of several columns
+    at the top of the filter (a transfer's ``account``: from or to) makes one branch per column,
+    and the first key field's ``in`` at the top one branch per value. At most
+    ``MAX_BRANCHES``; past it the filter stays one condition."""
+    branches = _branches(spec, value)
+    if len(branches) > MAX_BRANCHES:
+        branches = [(spec, value)]
+    return [compile_filter(s, v, ranged=ranged) for s, v in branches]
+
+
+def _branches(spec: dict[str, Field], value: Any) -> list[tuple[dict[str, Field], Any]]:
+    if value is None:
+        return [(spec, value)]
+    out = [(spec, value)]
+    for attr, f in spec.items():
+        if len(f.columns) > 1 and getattr(value, attr, None) is not None:
+            out = [({**spec, attr: replace(f, columns=(column,))}, value)
+                   for column in f.columns]
+            break
+    for attr, f in spec.items():
+        ops = getattr(value, attr, None)
+        if (f.key and ops is not None and getattr(ops, "in_", None)
+                and getattr(ops, "equal_to", None) is None and not f.time):
+            values = list(dict.fromkeys(ops.in_))
+            return [(s, replace(value, **{attr: replace(ops, in_=None, equal_to=one)}))
+                    for s, _ in out for one in values]
+    return out
 
 
 def _present(value: Any, spec: dict[str, Field]) -> dict[str, Any]:

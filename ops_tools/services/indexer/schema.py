@@ -396,7 +396,7 @@ class Subscription:
     @strawberry.subscription(description="New transfers (all, or those the filter matches).")
     async def transfers(self, info: Info, filter: TransferFilter | None = None,
                         ) -> AsyncGenerator[Transfer, None]:
-        where = filters.compile_filter(filters.TRANSFERS, filter, ranged=True)
+        where = filters.compile_branches(filters.TRANSFERS, filter, ranged=True)
         n = _ctx(info).limits.max_page_size
         async for row, _net, removed in _follow(
                 info, "transfer", lambda c, net, lo, hi, a: queries.transfers(
@@ -470,7 +470,7 @@ def _connection(info: Info, kind: str, page: Page, make: Callable[[Any], Any],
     async def run() -> tuple[int, bool]:
         if exact is not None:
             return exact, False
-        return await ctx.read(lambda c: queries.count(c, page.filtered, ctx.limits.count_cap))
+        return await ctx.read(lambda c: queries.count(c, page, ctx.limits.count_cap))
 
     cursors = [encode_cursor(kind, k) for k in page.keys]
     edges = [Edge(node=make(r), cursor=c) for r, c in zip(page.rows, cursors, strict=True)]
@@ -773,7 +773,7 @@ class Query:
                         filter: TransferFilter | None = None,
                         order_by: OrderBy | None = None) -> Connection[Transfer]:
         n = _first(info, first)
-        where = filters.compile_filter(filters.TRANSFERS, filter)
+        where = filters.compile_branches(filters.TRANSFERS, filter)
         desc = _desc(order, order_by)
 
         def read(c: SAConnection) -> Connection[Transfer]:
