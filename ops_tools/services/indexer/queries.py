@@ -72,6 +72,9 @@ class Page:
     filtered: list[Select[Any]]
     #: The list's sort key (what identifies a row across branches).
     cols: Sequence[ColumnElement[Any]] = ()
+    #: Count in the list's order: the order names the table that must lead the walk (a join
+    #: read through the accounts, which SQLite would otherwise lead with another key's index).
+    count_in_order: bool = False
 
 
 def network(conn: Connection, genesis_hash: str | None) -> Any:
@@ -134,7 +137,7 @@ def _index_walks(conn: Connection) -> None:
 
 def paginate(conn: Connection, kind: str, stmt: Select[Any] | Sequence[Select[Any]],
              cols: Sequence[ColumnElement[Any]], first: int, after: str | None,
-             desc: bool) -> Page:
+             desc: bool, count_in_order: bool = False) -> Page:
     """A page in the order of ``cols``. Several statements: the page of their union, each
     walked in order up to the page's size, then merged; so each branch walks its own index (an
     either-side account filter is two index ranges: as one OR, SQLite's planner walks the whole
@@ -160,7 +163,7 @@ def paginate(conn: Connection, kind: str, stmt: Select[Any] | Sequence[Select[An
     has_next = len(rows) > first
     rows = rows[:first]
     keys = [[getattr(r, c.key) for c in cols] for r in rows]
-    return Page(rows, keys, has_next, after is not None, filtered, cols)
+    return Page(rows, keys, has_next, after is not None, filtered, cols, count_in_order)
 
 
 def count(conn: Connection, page: Page, cap: int) -> tuple[int, bool]:
@@ -170,13 +173,15 @@ def count(conn: Connection, page: Page, cap: int) -> tuple[int, bool]:
     stops at the cap; it is never a scan of a whole table. Branches count as the union of their
     sort keys (a row both match, a transfer to oneself, counts once)."""
     _index_walks(conn)
-    if len(page.filtered) == 1:
+    filtered = ([b.order_by(*page.cols) for b in page.filtered] if page.count_in_order
+                else page.filtered)
+    if len(filtered) == 1:
         walked = conn.execute(select(func.count()).select_from(
-            page.filtered[0].with_only_columns(literal(1)).limit(cap + 1).subquery())
+            filtered[0].with_only_columns(literal(1)).limit(cap + 1).subquery())
         ).scalar_one()
     else:
         keys = union(*(select(b.with_only_columns(*page.cols).limit(cap + 1).subquery())
-                       for b in page.filtered)).subquery()
+                       for b in filtered)).subquery()
         walked = conn.execute(select(func.count()).select_from(keys)).scalar_one()
     return min(walked, cap), walked > cap
 
@@ -250,20 +255,45 @@ def extrinsics(conn: Connection, net: int, first: int, after: str | None, desc: 
 
 def events(conn: Connection, net: int, first: int, after: str | None, desc: bool, *,
            pallet: str | None, name: str | None, account: str | None, low: int | None,
-           high: int | None, where: ColumnElement[bool] | None = None) -> Page:
-    stmt = _where(select(EventRow).where(EventRow.network_id == net), where, net)
-    if pallet is not None:
-        stmt = stmt.where(EventRow.pallet == pallet)
-    if name is not None:
-        stmt = stmt.where(EventRow.name == name)
-    if account is not None:
-        stmt = stmt.where(select(EventAccountRow.event_idx).where(
-            EventAccountRow.network_id == net, EventAccountRow.account == account,
-            EventAccountRow.block_number == EventRow.block_number,
-            EventAccountRow.event_idx == EventRow.idx).exists())
-    stmt = _range(stmt, EventRow.block_number, low, high)
-    return paginate(conn, "event", stmt, [EventRow.block_number, EventRow.idx], first, after,
-                    desc)
+           high: int | None,
+           where: ColumnElement[bool] | Sequence[ColumnElement[bool]] | None = None,
+           joined: bool = False) -> Page:
+    """``where``: a compiled filter, or the branches of one (filters.compile_branches);
+    ``joined``: its conditions name the event's accounts directly (filters.drives), so each
+    branch is read through them. An account (this argument or the filter's) is a walk of the
+    accounts' index, (network, account, block, index), in the list's order, each event read
+    by its key: checked event by event instead (EXISTS), an account that few events name
+    was a walk of every event of the network."""
+    wheres: list[ColumnElement[bool] | None] = (
+        [where] if where is None or isinstance(where, ColumnElement) else list(where))
+    via = joined or account is not None
+    named = ((EventAccountRow.network_id == EventRow.network_id)
+             & (EventAccountRow.block_number == EventRow.block_number)
+             & (EventAccountRow.event_idx == EventRow.idx))
+    branches = []
+    for w in wheres:
+        if via:
+            stmt = select(EventRow, EventAccountRow.event_idx).join(EventAccountRow, named).where(
+                EventAccountRow.network_id == net)
+        else:
+            stmt = select(EventRow).where(EventRow.network_id == net)
+        stmt = _where(stmt, w, net)
+        if pallet is not None:
+            stmt = stmt.where(EventRow.pallet == pallet)
+        if name is not None:
+            stmt = stmt.where(EventRow.name == name)
+        if account is not None and not joined:
+            stmt = stmt.where(EventAccountRow.account == account)
+        elif account is not None:  # the join reads the filter's account; this one is checked
+            stmt = stmt.where(select(EventAccountRow.event_idx).where(
+                EventAccountRow.network_id == net, EventAccountRow.account == account,
+                EventAccountRow.block_number == EventRow.block_number,
+                EventAccountRow.event_idx == EventRow.idx).correlate(EventRow).exists())
+        branches.append(_range(stmt, EventAccountRow.block_number if via
+                               else EventRow.block_number, low, high))
+    cols = ([EventAccountRow.block_number, EventAccountRow.event_idx] if via
+            else [EventRow.block_number, EventRow.idx])
+    return paginate(conn, "event", branches, cols, first, after, desc, count_in_order=via)
 
 
 def extrinsics_at(conn: Connection, net: int,

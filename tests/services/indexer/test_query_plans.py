@@ -1,13 +1,14 @@
 """The plans the databases choose for filtered pages and counts, on SQLite and on PostgreSQL:
 every statement that the pages and the totalCount of a key filter run walks that filter's index
-(EXPLAIN QUERY PLAN / EXPLAIN of the statements as executed), never the whole list.
+(EXPLAIN QUERY PLAN / EXPLAIN of the statements as executed), never the whole list; events by
+account are read through the accounts' index, each event by its whole key.
 
 The tables hold enough rows, with a few busy accounts and a rare one, for a planner to tell an
 index range from a walk of the list; PostgreSQL has its statistics (ANALYZE), SQLite has none,
 as in service (the indexer never runs ANALYZE). SQLite then takes an equality on ``network_id``
-(every row) for a narrow range: an OR of the two account columns, or a page ordered by a key
-the account index did not end with, walked the primary key (0.5 s per request at 400,000
-transfers for a rare account).
+(every row) for a narrow range: an OR of the two account columns, a page ordered by a key the
+account index did not end with, or an account checked event by event, walked the primary key
+(0.5 s per count at 400,000 transfers for a rare account).
 """
 
 from __future__ import annotations
@@ -24,13 +25,23 @@ from ops_tools.services.common.migrations import migrate
 from ops_tools.services.indexer import filters, queries, store
 from ops_tools.services.indexer.app import MIGRATIONS, VERSION_TABLE
 from ops_tools.services.indexer.schema import (
+    EventFilter,
     ExtrinsicFilter,
     HeartbeatFilter,
     IntFilter,
     StringFilter,
     TransferFilter,
 )
-from ops_tools.services.indexer.tables import BlockRow, ExtrinsicRow, HeartbeatRow, TransferRow
+from ops_tools.services.indexer.tables import (
+    BlockRow,
+    EventAccountRow,
+    EventRow,
+    ExtrinsicRow,
+    HeartbeatRow,
+    TransferRow,
+)
+from tests.conftest import free_port
+from tests.services.postgres import PostgresServer
 
 ROWS = 20_000
 PER_BLOCK = 10
@@ -39,9 +50,17 @@ BUSY = [f"busy-{i}" for i in range(5)]
 CAP = 1_000
 
 
-@pytest.fixture
-def indexed(database_url: str) -> Iterator[tuple[Database, int]]:
-    db = Database(database_url)
+@pytest.fixture(scope="module",
+                params=["sqlite", pytest.param("postgresql", marks=pytest.mark.process)])
+def indexed(request: pytest.FixtureRequest,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Database, int]]:
+    """One database of each kind for the module (the tests only read it)."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path_factory.mktemp('plans') / 'index.db'}"
+    else:
+        server: PostgresServer = request.getfixturevalue("postgres_server")
+        url = server.create_database(f"plans_{free_port()}")
+    db = Database(url)
     migrate(db, MIGRATIONS, version_table=VERSION_TABLE)
     blocks = ROWS // PER_BLOCK
     with db.session(write=True) as s:
@@ -69,6 +88,17 @@ def indexed(database_url: str) -> Iterator[tuple[Database, int]]:
              "hash": f"0x{i:064x}", "signer": RARE if i % 4_000 == 7 else BUSY[i % 5],
              "pallet": "Balances", "call": "transfer_keep_alive", "args": "{}",
              "success": True, "fee": "1", "error": None} for i in range(ROWS)])
+        c.execute(insert(EventRow), [
+            {"network_id": net, "block_number": i // PER_BLOCK, "idx": i % PER_BLOCK,
+             "extrinsic_idx": i % PER_BLOCK, "phase": "ApplyExtrinsic",
+             "pallet": "Balances" if i % 2 else "System", "name": "Transfer", "args": "{}"}
+            for i in range(ROWS)])
+        # Each event names a busy account; seven name the rare one too, two of them twice.
+        c.execute(insert(EventAccountRow), [
+            {"network_id": net, "account": account, "block_number": i // PER_BLOCK,
+             "event_idx": i % PER_BLOCK}
+            for i in range(ROWS) for account in (
+                [BUSY[i % 5]] + ([RARE, "other"] if i % 2_857 == 11 else []))])
     if db.engine.dialect.name == "postgresql":
         with db.engine.connect() as c:
             c.exec_driver_sql("ANALYZE")
@@ -102,9 +132,9 @@ def _plan(conn: Connection, statement: str, parameters: Any) -> list[str]:
 
 
 def _assert_served(conn: Connection, what: str, run: Callable[[], Any],
-                   indexes: set[str]) -> None:
-    """Every statement ``run`` executes walks only ``indexes`` on the list's table, and each
-    of them is used by some statement."""
+                   indexes: set[str], lookups: frozenset[str] = frozenset()) -> None:
+    """Every statement ``run`` executes walks only ``indexes``, each of them used by some
+    statement, and reads ``lookups`` (primary keys) only by a row's whole key."""
     statements = _statements(conn, run)
     assert statements, what
     used: set[str] = set()
@@ -116,18 +146,27 @@ def _assert_served(conn: Connection, what: str, run: Callable[[], Any],
             for line in plan:
                 assert not re.match(r"SCAN indexer_", line), f"a table scan in {context}"
                 search = re.match(r"SEARCH (indexer_\w+) USING (?:COVERING )?INDEX (\w+)", line)
-                if search:
+                if search and search[2] in lookups:
+                    assert "block_number=?" in line, f"{search[2]} walked in {context}"
+                elif search:
                     assert search[2] in indexes, f"{search[2]} walked in {context}"
                     used.add(search[2])
                 else:
                     assert "indexer_" not in line, f"unexpected access in {context}"
         else:
             assert "Seq Scan" not in text, f"a sequential scan in {context}"
-            for name in re.findall(r"(?:Index Scan|Index Only Scan) (?:Backward )?using (\w+)"
-                                   r"|Bitmap Index Scan on (\w+)", text):
-                index = name[0] or name[1]
-                assert index in indexes, f"{index} walked in {context}"
-                used.add(index)
+            for i, line in enumerate(plan):
+                node = re.search(r"(?:Index Scan|Index Only Scan) (?:Backward )?using (\w+)"
+                                 r"|Bitmap Index Scan on (\w+)", line)
+                if not node:
+                    continue
+                index = node[1] or node[2]
+                if index in lookups:
+                    cond = next((x for x in plan[i + 1:] if "Index Cond" in x), "")
+                    assert "block_number =" in cond, f"{index} walked in {context}"
+                else:
+                    assert index in indexes, f"{index} walked in {context}"
+                    used.add(index)
     assert used == indexes, f"{what}: walked {used}, expected {indexes}"
 
 
@@ -230,3 +269,62 @@ def test_heartbeat_and_extrinsic_pages_and_counts_walk_the_account_index(indexed
             _assert_served(c, f"{what}.totalCount", lambda f=first: queries.count(c, f, CAP),
                            {index})
             assert queries.count(c, first, CAP) == (5, False)
+
+
+def _primary_key(conn: Connection, table: str) -> str:
+    if conn.dialect.name == "sqlite":
+        return f"sqlite_autoindex_{table}_1"
+    return f"{table}_pkey"
+
+
+EVENTS = [
+    ("account", EventFilter(account=_eq(RARE)), 7),
+    ("account, in", EventFilter(account=StringFilter(in_=[RARE, "other"])), 7),
+    ("account and pallet", EventFilter(account=_eq(RARE), pallet=_eq("Balances")), 4),
+    ("account and a block range", EventFilter(
+        account=_eq(RARE), block_number=IntFilter(less_than=1_000)), 4),
+]
+
+
+@pytest.mark.parametrize("desc", [False, True], ids=["asc", "desc"])
+@pytest.mark.parametrize(("what", "value", "expected"), EVENTS, ids=[e[0] for e in EVENTS])
+def test_event_pages_and_counts_by_account_walk_the_accounts_index(indexed, what, value,
+                                                                   expected, desc):
+    """Through the accounts' index, each event read by its key: not every event of the
+    network checked for the account."""
+    db, net = indexed
+    where = filters.compile_branches(filters.EVENTS, value)
+    joined = filters.drives(filters.EVENTS, value)
+    with db.engine.connect() as c:
+        accounts = {_primary_key(c, "indexer_event_accounts")}
+        lookups = frozenset({_primary_key(c, "indexer_events")})
+
+        def page(after: str | None = None) -> queries.Page:
+            return queries.events(c, net, 2, after, desc, pallet=None, name=None,
+                                  account=None, low=None, high=None, where=where,
+                                  joined=joined)
+
+        first = page()
+        _assert_served(c, f"events({what}) page", page, accounts, lookups)
+        _assert_served(c, f"events({what}) next page",
+                       lambda: page(queries.encode_cursor("event", first.keys[-1])), accounts,
+                       lookups)
+        _assert_served(c, f"events({what}).totalCount",
+                       lambda: queries.count(c, first, CAP), accounts, lookups)
+        keys, after = [], None
+        while True:
+            got = page(after)
+            keys += got.keys
+            if not got.has_next:
+                break
+            after = queries.encode_cursor("event", got.keys[-1])
+        assert len(keys) == len({tuple(k) for k in keys}) == expected
+        assert keys == sorted(keys, reverse=desc)
+        assert queries.count(c, first, CAP) == (expected, False)
+        # The legacy argument reads the same way, and combines with the filter's account.
+        _assert_served(c, "events(account:) page", lambda: queries.events(
+            c, net, 50, None, desc, pallet=None, name=None, account=RARE, low=None,
+            high=None), accounts, lookups)
+        both = queries.events(c, net, 50, None, desc, pallet=None, name=None, account=RARE,
+                              low=None, high=None, where=where, joined=joined)
+        assert both.keys == keys
