@@ -19,7 +19,7 @@ and why:
   file systems before site.yml: the hosts reach no package index, and the inventories leave
   installing it to the machine's provisioning;
 - the certificates come from a throwaway CA made in the test's directory (tests/hosts/tls.py,
-  `NET_TESTNET_TLS_DIR`);
+  `NET_TESTNET_TLS_DIR`), valid 30 days;
 - the gateway admits workers on private addresses (`gateway_allow_private_endpoints`): the
   operator's worker announces full-node-1's address on the test bridge (10.77.n.0/24), where a
   real operator's is public;
@@ -334,7 +334,9 @@ def world(tmp_path_factory: pytest.TempPathFactory):
         venv_bundling = pool.submit(_run, [sys.executable, "-m", "tests.hosts.venv_bundle",
                                            str(venv)], env)
         sites = edge_sites()
-        ca = tls.make(tls_dir, sites)
+        # Beyond TlsCertificateExpiring's 14 days: the monitoring has nothing firing by the
+        # service-down drill (its healthy step).
+        ca = tls.make(tls_dir, sites, days="30")
         fleet = boot_fleet(list(MACHINES), base / "hosts")
         _timed("boot 5 hosts (bundles built meanwhile)", started)
         # The controller's commands resolve the network's names and trust its CA (docstring).
@@ -672,10 +674,10 @@ DRILL_TABLES = "sudo nft list tables | grep -c net_drill_ || true"
 
 def drill_inventory(world: dict[str, Any]) -> Path:
     """The test inventory without its monitoring group, for the drills: the shape's monitoring
-    watches these hosts, but alerts fire there for good reasons (the test CA's two-day
-    certificates, no live worker before the operator's is onboarded) and a drill starts on a
-    network without firing alerts only; so the drill sees the finality stall on the public node
-    instead of waiting for FinalityStalled in Alertmanager (docs/drills.md)."""
+    watches these hosts, but GatewayNoLiveWorker fires until the operator's worker is onboarded
+    (the module's end) and a drill starts on a network without firing alerts only; so the drill
+    sees the finality stall on the public node instead of waiting for FinalityStalled in
+    Alertmanager (docs/drills.md)."""
     inv = world["base"] / "drill" / "testnet"
     if not inv.exists():
         shutil.copytree(world["inventory"], inv, symlinks=True)
@@ -1098,3 +1100,24 @@ def test_operator_worker_onboards_on_its_server(world, operator_inventory):
     assert again.returncode == 0, _out(again)
     recap = {m["host"]: int(m["changed"]) for m in RECAP.finditer(again.stdout)}
     assert recap == {"gpu-server-1": 0}, _out(again)
+
+
+def test_service_down_drill_fires_and_resolves_its_alert_through_the_shapes_monitoring(world):
+    """Last, with the operator's worker live at the gateway (before it, GatewayNoLiveWorker
+    fires and a drill refuses to start): `ops-tools drill service-down faucet` on the test
+    inventory itself, monitoring included, stops the faucet's unit over SSH, sees
+    ServiceNotReady fire in Alertmanager on services-0 (forwarded over SSH), starts the faucet
+    again and sees the alert resolve."""
+    started = time.monotonic()
+    proc = _run([str(BIN / "ops-tools"), "drill", "--inventory", str(world["inventory"]),
+                 "service-down", "faucet", "--json"], world["env"], timeout=1800)
+    _timed("drill service-down faucet (Alertmanager)", started)
+    assert proc.returncode == 0, _out(proc)
+    report = json.loads(proc.stdout)["report"]
+    print(f"drill service-down: {json.dumps(report, indent=1)}")
+    assert report["status"] == "completed", report
+    assert report["detected_by"] == "alertmanager" and report["detect_s"] is not None, report
+    assert report["resolve_s"] is not None and report["recover_s"] is not None, report
+    services = world["fleet"].by_name(SERVICES_MACHINE)
+    assert services.ssh("systemctl is-active net-faucet").stdout.strip() == "active"
+    assert service_genesis(world, "faucet-0") == public_genesis(world)
