@@ -10,7 +10,8 @@ modules that leave it as they found it (monitoring, drills, backup). One ``local
 nothing serves them all, each module starting with a no-change ``localnet up`` that checks it
 and restarts what is down. A module that starts a network of its own first purges the shared
 one (the fixed ports), and the next module that asks for it starts it again. The modules that
-use it are marked ``shared_localnet``; tests/process_lane.py runs them one after the other.
+use it (through the session fixture ``shared_localnet``) run one after the other
+(tests/process_lane.py).
 
 A failed ``localnet up`` says why in the assertion: ``supervisorctl status`` and the end of the
 log of every program that is not RUNNING or that the error names (by name or by a port of its

@@ -53,6 +53,15 @@ def _secrets(values: list[str]) -> dict[str, Path]:
     return out
 
 
+def _model_file(path: Path) -> Path:
+    from ops_tools.worker.config import gguf_problem
+
+    problem = gguf_problem(path)
+    if problem:
+        raise InputError(f"--model-file: {str(path)!r}: {problem}")
+    return path.resolve()
+
+
 @app.command("deploy")
 def deploy(
     name: str = typer.Option(..., "--name", help="The container's name."),
@@ -63,10 +72,16 @@ def deploy(
                                      " /run/secrets/NAME, read-only."),
     model_dir: Path | None = typer.Option(None, "--model-dir", help="Mounted at /models,"
                                           " read-only."),
+    model_file: Path | None = typer.Option(None, "--model-file", help="A GGUF model file on"
+                                           " this host, mounted read-only at /models/<its"
+                                           " name> (instead of --model-dir)."),
     user: str | None = typer.Option(None, "--user", help="uid:gid (default the image's"
                                     " 10001:10001 when run as root, else the caller's)."),
     drain_timeout: float = typer.Option(60.0, "--drain-timeout", help="The worker's"
                                         " drain_timeout_s: docker stop waits longer."),
+    stop_timeout: int | None = typer.Option(None, "--stop-timeout", help="docker stop's grace"
+                                            " before SIGKILL, seconds: at least the drain"
+                                            " timeout + 40 (default drain + 60)."),
     check: bool = typer.Option(False, "--check", help="Only say whether it would change."),
     docker_host: str | None = DockerHostOpt,
     json_out: bool = JsonOpt,
@@ -74,6 +89,17 @@ def deploy(
     """Run the worker's container (replacing one made from other files or another image)."""
     from ops_tools.containers import run as containers
 
+    if not 0 < drain_timeout <= 3600:
+        raise InputError(f"--drain-timeout: {drain_timeout:g}: seconds, more than 0, at most"
+                         " 3600 (the worker's drain_timeout_s)")
+    if stop_timeout is not None:
+        problem = containers.stop_timeout_problem(stop_timeout, drain_timeout)
+        if problem:
+            raise InputError(f"--stop-timeout: {stop_timeout}: {problem}")
+    if model_file is not None:
+        if model_dir is not None:
+            raise InputError("--model-dir / --model-file: give one (both would be /models)")
+        model_file = _model_file(model_file)
     if not (config_dir / "worker.yml").is_file():
         if check:  # a first run in check mode: the files are not written yet
             _report(name, changed=True, check=True, json_out=json_out)
@@ -84,8 +110,8 @@ def deploy(
         user = f"{uid}:{gid}"
     spec = containers.WorkerContainer(
         name=name, image=image, config_dir=config_dir.resolve(), secrets=_secrets(secret),
-        model_dir=model_dir.resolve() if model_dir else None, drain_timeout_s=drain_timeout,
-        user=user)
+        model_dir=model_dir.resolve() if model_dir else None, model_file=model_file,
+        drain_timeout_s=drain_timeout, stop_timeout_s=stop_timeout, user=user)
     changed = containers.deploy(containers.client(docker_host), spec, check=check)
     _report(name, changed=changed, check=check, json_out=json_out)
 

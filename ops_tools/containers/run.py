@@ -7,6 +7,7 @@ never as environment variables or arguments (``docker inspect`` and ``ps`` show 
     <config_dir>/worker.yml, engine.yml, keystore/  ->  /etc/net-worker/     (read-only)
     <secret files>                                  ->  /run/secrets/<name> (read-only, 0600)
     <model_dir>                                     ->  /models             (read-only)
+    <model_file>                                    ->  /models/<its name>  (read-only)
 
 It runs on the host's network (the engine and the worker listen on loopback as they do outside
 a container), as the image's unprivileged user, with a read-only root file system (a tmpfs at
@@ -16,13 +17,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ops_tools.containers.images import CONTAINER_UID
-from ops_tools.errors import OpsError
+from ops_tools.errors import InputError, OpsError
 
 CONFIG_DIR = "/etc/net-worker"
 KEYSTORE_DIR = "/etc/net-worker/keystore"
@@ -32,8 +34,34 @@ LABEL = "net.ops.worker"
 # What the running container was made from: the spec, the image and every mounted file's content
 # (the worker reads them only when it starts, so a changed file means a new container).
 SPEC_LABEL = "net.ops.worker.spec"
-# docker stop's grace: the worker's drain (drain_timeout_s) and the engine's own stop after it.
-STOP_MARGIN_S = 40
+# The chain of stop bounds (docs/containers.md, "Stopping: the drain"), each longer than the one
+# before: the worker's drain (drain_timeout_s) < the container's stop timeout (docker stop's
+# grace before SIGKILL) < what waits for docker stop (this module's HTTP call, Ansible's task
+# timeout, docker.service's TimeoutStopSec). After the drain the worker still has uvicorn's
+# graceful shutdown (10 s, worker/cli.py) and the entry point then stops the engine (up to 30 s,
+# worker/container.py ENGINE_STOP_S): the stop timeout must cover all three.
+AFTER_DRAIN_S = 10 + 30
+# The default stop timeout's slack on top of that (a loaded host's process exits are slow).
+STOP_SLACK_S = 20
+STOP_TIMEOUT_MAX_S = 7200
+
+
+def default_stop_timeout(drain_timeout_s: float) -> int:
+    return math.ceil(drain_timeout_s) + AFTER_DRAIN_S + STOP_SLACK_S
+
+
+def stop_timeout_problem(stop_timeout_s: int, drain_timeout_s: float) -> str | None:
+    """Why ``stop_timeout_s`` would cut the worker's drain short (or is out of bounds), or
+    None."""
+    least = math.ceil(drain_timeout_s) + AFTER_DRAIN_S
+    if stop_timeout_s > STOP_TIMEOUT_MAX_S:
+        return f"at most {STOP_TIMEOUT_MAX_S} s"
+    if stop_timeout_s < least:
+        return (f"shorter than the drain it must wait for: at least the drain timeout"
+                f" ({drain_timeout_s:g} s) + {AFTER_DRAIN_S} s (the worker's shutdown and the"
+                f" engine's stop after the drain) = {least} s; give a longer stop timeout or a"
+                f" shorter drain timeout")
+    return None
 
 
 @dataclass(frozen=True)
@@ -43,10 +71,30 @@ class WorkerContainer:
     config_dir: Path
     secrets: dict[str, Path] = field(default_factory=dict)
     model_dir: Path | None = None
+    # A single model file, mounted at /models/<its name> (nothing else of its directory).
+    model_file: Path | None = None
     drain_timeout_s: float = 60.0
+    # docker stop's grace before SIGKILL; None: default_stop_timeout(drain_timeout_s).
+    stop_timeout_s: int | None = None
     user: str = f"{CONTAINER_UID}:{CONTAINER_UID}"
     tmpfs_size: str = "64m"
     restart: str = "unless-stopped"
+
+    def __post_init__(self) -> None:
+        if self.model_dir is not None and self.model_file is not None:
+            raise InputError("a model directory or a model file: mount one of them at /models")
+        problem = stop_timeout_problem(self.stop_timeout(), self.drain_timeout_s)
+        if problem:
+            raise InputError(f"stop timeout {self.stop_timeout()} s: {problem}")
+
+    def stop_timeout(self) -> int:
+        if self.stop_timeout_s is None:
+            return default_stop_timeout(self.drain_timeout_s)
+        return self.stop_timeout_s
+
+    def model_in_container(self) -> str | None:
+        """Where the model file is inside the container."""
+        return None if self.model_file is None else f"{MODEL_DIR}/{self.model_file.name}"
 
     def mounts(self) -> dict[str, dict[str, str]]:
         """The docker SDK's ``binds``: every one read-only."""
@@ -55,6 +103,9 @@ class WorkerContainer:
             volumes[str(path)] = {"bind": f"{SECRETS_DIR}/{name}", "mode": "ro"}
         if self.model_dir is not None:
             volumes[str(self.model_dir)] = {"bind": MODEL_DIR, "mode": "ro"}
+        if self.model_file is not None:
+            volumes[str(self.model_file)] = {"bind": str(self.model_in_container()),
+                                             "mode": "ro"}
         return volumes
 
     def host_config(self) -> dict[str, Any]:
@@ -78,7 +129,7 @@ class WorkerContainer:
             "name": self.name,
             "user": self.user,
             "stop_signal": "SIGTERM",
-            "stop_timeout": int(self.drain_timeout_s) + STOP_MARGIN_S,
+            "stop_timeout": self.stop_timeout(),
             "labels": {LABEL: self.name},
         }
 
@@ -90,7 +141,7 @@ def spec_digest(spec: WorkerContainer, image_id: str) -> str:
     digest.update(image_id.encode())
     for source in sorted(spec.mounts()):
         path = Path(source)
-        if path == spec.model_dir:
+        if path in (spec.model_dir, spec.model_file):
             continue  # the model: named by path (hashing gigabytes at every run is no use)
         for item in sorted([path, *path.rglob("*")] if path.is_dir() else [path]):
             if item.is_file():
@@ -167,7 +218,11 @@ def remove(docker_client: Any, name: str) -> None:
         existing = docker_client.containers.get(name)
     except docker.errors.NotFound:
         return
-    existing.stop()
+    # The container's own stop timeout, given explicitly: the SDK then waits that long on top of
+    # its HTTP timeout (without it, the client's timeout alone bounds the call and could give up
+    # on a stop that is still draining).
+    stop = existing.attrs.get("Config", {}).get("StopTimeout")
+    existing.stop(timeout=int(stop) if isinstance(stop, int) and stop >= 0 else 10)
     existing.remove(force=True)
 
 

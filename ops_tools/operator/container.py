@@ -20,9 +20,16 @@ import yaml
 from ops_tools.containers import run as containers
 from ops_tools.errors import InputError
 from ops_tools.operator.context import Options
+from ops_tools.operator.units import DRAIN_TIMEOUT_S
 from ops_tools.wallet.keystore import ETH_SUFFIX, SR25519_SUFFIX
 
 PASSPHRASE = "passphrase"  # noqa: S105 (the secret's file name)
+
+
+def model_in_container(opts: Options) -> str:
+    """Where --model-path's file is inside the container: the file alone is mounted."""
+    assert opts.model_path is not None
+    return f"{containers.MODEL_DIR}/{opts.model_path.name}"
 
 
 def engine_port(opts: Options) -> int:
@@ -46,10 +53,15 @@ def worker_config(opts: Options, genesis_hash: str) -> str:
         "account": opts.name,
         "passphrase_file": f"{containers.SECRETS_DIR}/{PASSPHRASE}",
         "genesis_hash": genesis_hash,
+        # As on the host; the container's stop timeout is derived from it
+        # (containers.default_stop_timeout), so docker never kills a draining worker.
+        "drain_timeout_s": DRAIN_TIMEOUT_S,
         "log_level": "info",
     }
     if opts.engine_kind is not None:
         config["engine_kind"] = opts.engine_kind
+    if opts.model_path is not None:  # the worker counts streamed usage with its tokenizer
+        config["engine_model_path"] = model_in_container(opts)
     return "# Written by ops-tools operator onboard --container (docs/containers.md).\n" + \
         yaml.safe_dump(config, sort_keys=True)
 
@@ -59,7 +71,7 @@ def engine_config(opts: Options) -> str | None:
         return None
     config: dict[str, Any] = {"kind": "llamacpp", "listen_host": "127.0.0.1",
                               "listen_port": engine_port(opts),
-                              "model_path": f"{containers.MODEL_DIR}/{opts.model_path.name}"}
+                              "model_path": model_in_container(opts)}
     if opts.models:  # served under the first --model, as on the host (units.engine_config)
         config["model_alias"] = opts.models[0]
     return "# Written by ops-tools operator onboard --container (docs/containers.md).\n" + \
@@ -85,12 +97,11 @@ def files(opts: Options, genesis_hash: str, passphrase: str,
 
 def spec(opts: Options) -> containers.WorkerContainer:
     uid, gid = containers.container_user()
-    model_dir = opts.model_path.parent if opts.model_path is not None else None
     return containers.WorkerContainer(
         name=opts.program, image=opts.container_image,
         config_dir=opts.container_dir / "config",
         secrets={PASSPHRASE: opts.container_dir / "secrets" / PASSPHRASE},
-        model_dir=model_dir, user=f"{uid}:{gid}")
+        model_file=opts.model_path, drain_timeout_s=DRAIN_TIMEOUT_S, user=f"{uid}:{gid}")
 
 
 def deploy(opts: Options) -> bool:

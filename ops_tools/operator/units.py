@@ -16,6 +16,12 @@ from ops_tools.operator.context import ROOT, Options
 # or not: a hung loop is restarted, a gateway outage is not. A tick may wait for an extrinsic's
 # inclusion, hence the margin.
 WATCHDOG_SEC = 120
+# The worker's drain on SIGTERM (its requests in flight finish), and the service manager's stop
+# timeout around it: the drain, uvicorn's graceful shutdown after it (10 s) and a margin, so
+# systemd or supervisord never kills a draining worker (docs/containers.md, the chain of stop
+# bounds; a container's is containers.run.default_stop_timeout).
+DRAIN_TIMEOUT_S = 60
+STOP_TIMEOUT_S = DRAIN_TIMEOUT_S + 45
 
 
 def worker_config(opts: Options, genesis_hash: str, passphrase_file: Path) -> str:
@@ -32,6 +38,7 @@ def worker_config(opts: Options, genesis_hash: str, passphrase_file: Path) -> st
         "passphrase_file": str(passphrase_file),
         "genesis_hash": genesis_hash,
         "state_dir": str(opts.state_dir),
+        "drain_timeout_s": DRAIN_TIMEOUT_S,
         "log_level": "info",
     }
     if opts.engine_kind is not None:
@@ -96,7 +103,7 @@ Restart=always
 RestartSec=5
 WatchdogSec={WATCHDOG_SEC}
 TimeoutStartSec=120
-TimeoutStopSec=20
+TimeoutStopSec={STOP_TIMEOUT_S}
 KillSignal=SIGTERM
 SuccessExitStatus=SIGTERM
 
@@ -131,10 +138,12 @@ WantedBy=multi-user.target
 
 
 def supervisor_program(opts: Options) -> str:
-    return _supervisor_program(opts, opts.program, _command(opts), "worker.log")
+    return _supervisor_program(opts, opts.program, _command(opts), "worker.log",
+                               stop_wait_s=STOP_TIMEOUT_S)
 
 
-def _supervisor_program(opts: Options, program: str, command: str, log: str) -> str:
+def _supervisor_program(opts: Options, program: str, command: str, log: str,
+                        stop_wait_s: int = 20) -> str:
     user = f"user={opts.run_as}\n" if opts.run_as else ""
     return f"""; Written by ops-tools operator onboard (docs/operator.md); a re-run overwrites it.
 [program:{program}]
@@ -145,7 +154,7 @@ autorestart=true
 startsecs=2
 startretries=5
 stopsignal=TERM
-stopwaitsecs=20
+stopwaitsecs={stop_wait_s}
 stopasgroup=true
 killasgroup=true
 redirect_stderr=true

@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from ops_tools.containers import images
+from ops_tools.containers import run as containers
 from ops_tools.worker.local_engine import gemma_model
 from tests.conftest import ROOT, free_port
 from tests.containers.dockerd import dockerd
@@ -80,7 +81,8 @@ def onboarded(docker_client, image, tmp_path_factory):
         assert done.returncode == 0, f"{done.stderr[-3000:]}\ncontainer log:\n{logs}"
         report = json.loads(done.stdout)
         assert worker_port  # the container listens on the stack's worker port
-        yield {"net": net, "report": report, "container": container, "state": tmp / "state"}
+        yield {"net": net, "report": report, "container": container, "state": tmp / "state",
+               "model": model}
 
 
 @pytest.fixture(scope="module")
@@ -118,9 +120,15 @@ def test_unprivileged_read_only_healthy_and_no_secret_in_env(onboarded):
     assert passphrase not in json.dumps(container.attrs).encode()
     environ = container.exec_run(["sh", "-c", "cat /proc/*/environ /proc/*/cmdline"]).output
     assert passphrase not in environ
+    # The model file alone (not its directory), where the worker's settings name it.
+    model_inside = f"/models/{onboarded['model'].name}"
     assert {m["Destination"] for m in container.attrs["Mounts"]} == {
-        "/etc/net-worker", "/run/secrets/passphrase", "/models"}
+        "/etc/net-worker", "/run/secrets/passphrase", model_inside}
     assert all(not m["RW"] for m in container.attrs["Mounts"])
+    settings = yaml.safe_load(container.exec_run(["cat", "/etc/net-worker/worker.yml"]).output)
+    assert settings["engine_model_path"] == model_inside
+    # The stop chain: docker stop waits longer than the worker drains, and the shutdown after.
+    assert config["StopTimeout"] >= settings["drain_timeout_s"] + containers.AFTER_DRAIN_S
     deadline = time.monotonic() + 180
     while container.attrs["State"]["Health"]["Status"] != "healthy":
         assert time.monotonic() < deadline, container.attrs["State"]["Health"]
@@ -137,31 +145,48 @@ def test_docker_stop_drains_a_stream_in_flight(onboarded, gateway):
     # (about 1.5 tokens/s seen), yet a stream still running when SIGTERM comes after the first.
     chunks = iter(stream)
     first = next(chunks)
-    stopper = threading.Thread(target=container.stop)  # the container's own stop timeout
+    stopped: list[BaseException] = []
+
+    def stop() -> None:
+        try:
+            container.stop()  # the container's own stop timeout (the daemon's, not the SDK's)
+        except BaseException as exc:
+            stopped.append(exc)
+
+    stopper = threading.Thread(target=stop)
     stopper.start()
     text, usage, finish = first.choices[0].text if first.choices else "", None, None
+    after_stop = 0  # text chunks that came after docker stop was asked
     for chunk in chunks:
         if chunk.choices:
             text += chunk.choices[0].text
             finish = chunk.choices[0].finish_reason or finish
+            after_stop += 1
         if chunk.usage is not None:
             usage = chunk.usage
     stopper.join(300)
-    assert not stopper.is_alive()
+    assert not stopper.is_alive() and not stopped, stopped
     container.reload()
     logs = container.logs().decode(errors="replace")
-    # SIGTERM came while the stream was in flight, and the stream still ran to its end.
+    # SIGTERM came while the stream was in flight, and the stream still ran to its end: no
+    # bound of the stop chain (the drain's, docker stop's) cut it.
     assert "draining: 1 request(s) in flight" in logs, logs[-3000:]
     assert "drained in" in logs, logs[-3000:]
+    assert "drain timeout" not in logs, logs[-3000:]
+    assert after_stop > 0
     assert finish in ("stop", "length")
     assert text and usage is not None and usage.completion_tokens > 0
+    # Every token the usage counts reached the client (the stream was not cut before its end).
+    assert usage.completion_tokens == 40 or finish == "stop"
     assert container.attrs["State"]["Status"] == "exited"
     assert container.attrs["State"]["ExitCode"] == 0, logs[-3000:]
 
 
 
-def _role(tmp: Path, docker_client, net: dict, image: str, *flags: str) -> dict[str, int]:
-    """roles/worker's container entry point on this machine (connection local)."""
+def _role(tmp: Path, docker_client, net: dict, image: str, *flags: str,
+          extra: dict | None = None, fails: bool = False) -> dict[str, int] | str:
+    """roles/worker's container entry point on this machine (connection local); ``fails``:
+    the run must fail, and its output is returned."""
     playbook = tmp / "container.yml"
     playbook.write_text(yaml.safe_dump([{
         "hosts": "localhost", "connection": "local", "gather_facts": False,
@@ -175,11 +200,15 @@ def _role(tmp: Path, docker_client, net: dict, image: str, *flags: str) -> dict[
         "worker_gateway_url": net["gateway"], "worker_rpc_url": net["rpc_ws"],
         "worker_container_docker_host": docker_client.base_url,
         "worker_ops_tools_executable": str(BIN / "ops-tools"),
-        "ansible_python_interpreter": sys.executable}))
+        "ansible_python_interpreter": sys.executable, **(extra or {})}))
     done = subprocess.run(
         [str(BIN / "ansible-playbook"), "-i", "localhost,", str(playbook), "-e",
          f"@{variables}", *flags], capture_output=True, text=True, cwd=ROOT, timeout=600,
         env={**net["env"], "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")}, check=False)
+    if fails:
+        assert done.returncode != 0, done.stdout[-3000:]
+        # The YAML result format wraps long messages and doubles single quotes: one line.
+        return " ".join((done.stdout + done.stderr).replace("''", "'").split())
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "RoleWorker" not in done.stdout  # the secret stays out of the output
     match = RECAP.search(done.stdout)
@@ -214,5 +243,64 @@ def test_the_worker_role_runs_the_container_idempotently(onboarded, docker_clien
         assert _role(tmp_path, docker_client, net, image.tag)["changed"] == 0
         assert _role(tmp_path, docker_client, net, image.tag, "--check")["changed"] == 0
         assert docker_client.containers.get("net-worker-role").id == first_id
+    finally:
+        container.remove(force=True)
+
+
+def _get(url: str, data: dict | None = None, timeout: float = 5) -> dict:
+    request = urllib.request.Request(
+        url, data=json.dumps(data).encode() if data is not None else None,
+        headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return json.loads(response.read())
+
+
+def test_the_worker_role_gives_the_container_a_model_file(onboarded, docker_client, image,
+                                                          tmp_path):
+    """worker_engine_model_path: the host's GGUF file mounted read-only, served by the llamacpp
+    variant's own llama.cpp engine, its tokenizer the worker's; a bad path is refused before
+    anything is written, naming the variable, the value and what to do."""
+    net, model = onboarded["net"], onboarded["model"]
+    worker_port, engine_port = free_port(), free_port()
+    base = {"worker_container_name": "net-worker-model", "worker_listen_port": worker_port,
+            "worker_engine_url": f"http://127.0.0.1:{engine_port}", "worker_models": [MODEL]}
+    for bad, why in ((tmp_path / "nowhere.gguf", "no such file on this host"),
+                     (tmp_path, "not a regular file"),
+                     (ROOT / "pyproject.toml", "not a GGUF file")):
+        out = _role(tmp_path, docker_client, net, image.tag,
+                    extra={**base, "worker_engine_model_path": str(bad)}, fails=True)
+        assert f"worker_engine_model_path: '{bad}': {why}" in out, out[-3000:]
+        assert "give the absolute path of a GGUF model file" in out
+    assert not (tmp_path / "deployed").exists()  # refused before anything was written
+    out = _role(tmp_path, docker_client, net, image.tag, fails=True, extra={
+        **base, "worker_engine_model_path": str(model), "worker_container_stop_timeout_s": 90})
+    assert "worker_container_stop_timeout_s: 90" in out and "at least the drain" in out
+
+    _role(tmp_path, docker_client, net, image.tag,
+          extra={**base, "worker_engine_model_path": str(model)})
+    container = docker_client.containers.get("net-worker-model")
+    try:
+        mounts = {m["Destination"]: m for m in container.attrs["Mounts"]}
+        inside = f"/models/{model.name}"
+        assert mounts[inside]["Source"] == str(model) and not mounts[inside]["RW"]
+        assert container.attrs["Config"]["StopTimeout"] == 120
+        deadline = time.monotonic() + 600
+        while True:  # the worker, once its engine loaded the model, lists it
+            with contextlib.suppress(OSError, ValueError):
+                listed = _get(f"http://127.0.0.1:{worker_port}/v1/models")
+                if MODEL in {m["id"] for m in listed["data"]}:
+                    break
+            assert time.monotonic() < deadline, container.logs()[-3000:]
+            container.reload()
+            assert container.status == "running", container.logs()[-3000:]
+            time.sleep(3)
+        # The container's engine serves the host's real file: real text from Gemma 3 270M.
+        answer = _get(f"http://127.0.0.1:{engine_port}/v1/completions",
+                      {"model": MODEL, "prompt": "The capital of France is", "max_tokens": 8,
+                       "temperature": 0}, timeout=300)
+        assert answer["choices"][0]["text"].strip() and answer["usage"]["completion_tokens"] > 0
+        settings = yaml.safe_load((tmp_path / "deployed" / "config" / "worker.yml").read_text())
+        assert settings["engine_model_path"] == inside
+        assert settings["engine_kind"] == "llamacpp"
     finally:
         container.remove(force=True)

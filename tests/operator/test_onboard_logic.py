@@ -187,6 +187,23 @@ def test_systemd_unit_is_hardened_with_a_watchdog(tmp_path):
     assert f"--config {opts.state_dir / 'worker.yml'}" in unit
 
 
+def test_the_service_managers_stop_timeout_outlasts_the_workers_drain(tmp_path):
+    """systemd and supervisord kill a stopping worker only after its drain and its shutdown
+    after the drain (10 s): a stream in flight at systemctl stop runs to its end."""
+    import yaml
+
+    opts = options(tmp_path)
+    drain = yaml.safe_load(units.worker_config(opts, "0x" + "ab" * 32, tmp_path / "pp"))[
+        "drain_timeout_s"]
+    unit = units.systemd_unit(opts).splitlines()
+    stop = int(next(x for x in unit if x.startswith("TimeoutStopSec=")).split("=")[1])
+    assert stop > drain + 10
+    program = units.supervisor_program(options(tmp_path, service_manager="supervisor"))
+    wait = int(next(x for x in program.splitlines() if x.startswith("stopwaitsecs="))
+               .split("=")[1])
+    assert wait > drain + 10
+
+
 def test_the_worker_runs_as_its_own_unprivileged_user_unless_root_is_asked_for(tmp_path):
     default = units.systemd_unit(options(tmp_path)).splitlines()
     assert "User=net-worker" in default and "Group=net-worker" in default
