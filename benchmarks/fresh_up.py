@@ -12,8 +12,9 @@ installed): only the local network waits for the lock. The total is the sum of t
 
 The container runs on a Docker daemon of its own (tests/containers/dockerd.py: own data root
 and socket, no bridge, no iptables) on the host's network, since the package registries are
-reached from there. The local network binds fixed loopback ports of that network: the run holds
-/tmp/net-localnet.lock throughout and purges the network inside the container before letting go.
+reached from there. The local network binds fixed loopback ports of that network: `make up`
+holds /tmp/net-localnet.lock throughout, and the network is purged inside the container and the
+container ended before the lock is let go.
 The base image is built once with debootstrap and cached as a tarball named by its recipe
 (ops_tools/containers/base.py) under $NET_FRESH_UP_CACHE (default /var/cache/net-fresh-up).
 """
