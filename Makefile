@@ -3,9 +3,10 @@
 
 # Workers of make test (pytest-xdist, --dist loadgroup: one worker per group of tests that share
 # processes; docs/development.md). Most tests wait on slots and timeouts, not on the two cores;
-# serially the suite outgrew CI's 90 min. N=0 runs it serially.
+# serially the suite outgrew CI's 90 min. N=0 runs it serially. The groups are handed out
+# longest first (tests/lane_costs.json, tests/process_lane.py), not by test count.
 N ?= 4
-XDIST = $(if $(filter 0,$(N)),-p no:xdist,-n $(N) --dist loadgroup)
+XDIST = $(if $(filter 0,$(N)),-p no:xdist,-n $(N) --dist loadgroup --no-loadscope-reorder)
 
 bootstrap:
 	@scripts/bootstrap

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,6 +53,16 @@ def vectors_dir() -> Path:
         "public chain spec vectors not found: expected ../shared/testdata/chainspecs next to the"
         " project, or a directory in $CHAINSPEC_VECTORS_DIR"
     )
+
+
+@pytest.fixture(scope="session")
+def shared_localnet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[], Any]]:
+    """The shared default local network (tests/localnet.py), as a call that gives it checked.
+    Imported here, not at the top: only the modules that start a network load tests.localnet."""
+    from tests import localnet
+
+    yield lambda: localnet.shared_network(tmp_path_factory)
+    localnet.release_shared_network()
 
 
 # The systemd test hosts' fixture (`testhosts`), for every suite that deploys to real hosts; the

@@ -5,6 +5,14 @@ that imports this one on one xdist worker).
 ``started(state, ...)`` gives a module its own network: it takes the lock, runs ``localnet up
 --json``, and ``localnet down --purge --yes`` at the end, whatever happened.
 
+``shared_network(tmp_path_factory)`` gives the default network (a plain ``localnet up``) to the
+modules that leave it as they found it (monitoring, drills, backup). One ``localnet up`` from
+nothing serves them all, each module starting with a no-change ``localnet up`` that checks it
+and restarts what is down. A module that starts a network of its own first purges the shared
+one (the fixed ports), and the next module that asks for it starts it again. The modules that
+use it (through the session fixture ``shared_localnet``) run one after the other
+(tests/process_lane.py).
+
 A failed ``localnet up`` says why in the assertion: ``supervisorctl status`` and the end of the
 log of every program that is not RUNNING or that the error names (by name or by a port of its
 configuration), read before the state is purged.
@@ -25,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests import localnet_lock as lock_module
 from tests.localnet_lock import localnet_lock
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -163,3 +172,37 @@ def started(state: Path, *up_args: str, env: dict[str, str] | None = None,
             raise
         purged = down(env)
         assert purged.returncode == 0, purged.stderr
+
+
+class _Shared:
+    """The shared default network of this process, while it runs: its ``started()`` context."""
+
+    stack: contextlib.ExitStack | None = None
+    net: Network | None = None
+
+    @classmethod
+    def release(cls) -> None:
+        stack, cls.stack, cls.net = cls.stack, None, None
+        if stack is not None:
+            stack.close()
+
+
+def shared_network(tmp_path_factory: Any) -> Network:
+    """The default network, started on first use; later users get it checked and repaired by a
+    no-change ``localnet up`` (whose answer is theirs)."""
+    net = _Shared.net
+    if net is not None:
+        begun = time.monotonic()
+        net.up = up(net.env)
+        net.up_s = time.monotonic() - begun
+        return net
+    stack = contextlib.ExitStack()
+    _Shared.net = stack.enter_context(started(tmp_path_factory.mktemp("shared-localnet")))
+    _Shared.stack = stack
+    return _Shared.net
+
+
+release_shared_network = _Shared.release
+# Whoever takes the lock for a network of its own purges the shared one first: it holds the
+# fixed ports, and this process holds the lock for it.
+lock_module.release_shared = _Shared.release

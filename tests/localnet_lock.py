@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 LOCK = Path("/tmp/net-localnet.lock")
@@ -47,8 +47,18 @@ def held_by_ancestor(path: Path = LOCK) -> bool:
     return False
 
 
+def _nothing_shared() -> None:
+    pass
+
+
+# Set by tests.localnet: purges the shared default network that this process keeps between
+# modules (it holds the fixed ports, and the lock is this process's own, so flock would not wait).
+release_shared: Callable[[], None] = _nothing_shared
+
+
 @contextlib.contextmanager
 def localnet_lock(path: Path = LOCK) -> Iterator[None]:
+    release_shared()
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     try:
         if not held_by_ancestor(path):

@@ -10,9 +10,12 @@ marked the first time someone runs the fast lane, not never.
 from __future__ import annotations
 
 import _posixsubprocess
+import json
 import os
+import re
 import subprocess
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -125,6 +128,68 @@ def module_groups(items: list[pytest.Item]) -> dict[str, str]:
     return groups
 
 
+# What each xdist group took in a CI run (seconds, summed over its tests' set-up, call and
+# tear-down; ``scripts/lane-costs`` writes it from a run's ``--durations`` report). Only the
+# order of the work depends on it: a stale or missing figure costs speed, never a result.
+LANE_COSTS = Path(__file__).with_name("lane_costs.json")
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s+(?:setup|call|teardown)\s+.+@([^@\s]+)\s*$")
+
+
+def costs_from_durations(lines: Iterable[str]) -> dict[str, float]:
+    """Seconds per xdist group, from the lines of pytest's ``--durations`` report of a run under
+    xdist (each grouped test's node id ends in ``@group``)."""
+    costs: dict[str, float] = {}
+    for line in lines:
+        match = _DURATION.match(line)
+        if match:
+            costs[match[2]] = round(costs.get(match[2], 0.0) + float(match[1]), 1)
+    return dict(sorted(costs.items(), key=lambda kv: -kv[1]))
+
+
+def _group_of(item: pytest.Item) -> str | None:
+    marker = item.get_closest_marker("xdist_group")
+    if marker is None:
+        return None
+    return str(marker.args[0] if marker.args else marker.kwargs.get("name", ""))
+
+
+def longest_first(items: list[pytest.Item], costs: dict[str, float]) -> list[pytest.Item]:
+    """The groups that took longest first, then the other process tests, then the fast ones, each
+    in collection order. xdist's ``loadgroup`` hands out its queue in collection order (with
+    ``--no-loadscope-reorder``; by default it sorts by test count, which started a 100 s
+    one-test module on the run's last minute): longest first leaves the short ones to even out
+    the workers' ends."""
+    def key(item: pytest.Item) -> tuple[int, float]:
+        group = _group_of(item)
+        if group is None:
+            return (2, 0.0)
+        return (0, -costs[group]) if group in costs else (1, 0.0)
+    return sorted(items, key=key)
+
+
+def read_costs(path: Path = LANE_COSTS) -> dict[str, float]:
+    try:
+        return {str(k): float(v) for k, v in json.loads(path.read_text()).items()}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+SHARED_NETWORK = "shared_localnet"  # the fixture of the shared default network (tests/conftest.py)
+
+
+def shared_network_together(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The tests on the shared default network moved up to the first of them, in their order,
+    the rest as they were: one ``localnet up`` serves them all unless a network of another
+    module's own comes between them and purges it."""
+    shared = [item for item in items if SHARED_NETWORK in getattr(item, "fixturenames", ())]
+    if not shared:
+        return items
+    first = items.index(shared[0])
+    ids = {id(item) for item in shared}
+    rest = [item for item in items if id(item) not in ids]
+    return rest[:first] + shared + rest[first:]
+
+
 # First, so that `-m process` / `-m "not process"` select on the marks added here, and xdist
 # (whose own hook runs last) sees the groups.
 @pytest.hookimpl(tryfirst=True)
@@ -147,6 +212,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if config.getoption("fast"):
         config.hook.pytest_deselected(items=deselected)
         items[:] = fast
+    items[:] = shared_network_together(longest_first(items, read_costs()))
 
 
 _LOST_GROUP = pytest.StashKey[str]()

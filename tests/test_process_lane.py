@@ -156,3 +156,48 @@ def test_under_xdist_a_module_fixture_is_set_up_once_and_the_test_hosts_on_one_w
     assert sorted(modules) == ["test_hosts_only", "test_mixed", "test_plain"]  # once each
     # The modules that use the test hosts run on the same worker (one fleet per run).
     assert workers["test_mixed"] == workers["test_hosts_only"]
+
+
+class _Item:
+    def __init__(self, name: str, *fixtures: str) -> None:
+        self.name, self.fixturenames = name, fixtures
+
+
+def test_the_shared_networks_tests_move_up_to_the_first_of_them_in_their_order() -> None:
+    from tests.process_lane import SHARED_NETWORK, shared_network_together
+
+    items = [_Item("a"), _Item("backup", SHARED_NETWORK), _Item("deploy", "tmp_path"),
+             _Item("drills", SHARED_NETWORK), _Item("e"), _Item("monitoring", SHARED_NETWORK)]
+    ordered = shared_network_together(items)  # type: ignore[arg-type]
+    assert [i.name for i in ordered] == ["a", "backup", "drills", "monitoring", "deploy", "e"]
+    plain = [_Item("x"), _Item("y")]
+    assert shared_network_together(plain) == plain  # type: ignore[arg-type]
+
+
+class _Grouped(_Item):
+    def __init__(self, name: str, group: str | None) -> None:
+        super().__init__(name)
+        self.group = group
+
+    def get_closest_marker(self, name: str):
+        return pytest.mark.xdist_group(self.group).mark if self.group and \
+            name == "xdist_group" else None
+
+
+def test_groups_are_handed_out_longest_first_then_unknown_ones_then_the_fast_tests() -> None:
+    from tests.process_lane import costs_from_durations, longest_first
+
+    report = [
+        "============================= slowest 80 durations =============================",
+        "617.16s call     tests/a.py::test_x[authority]@tests/a.py",
+        "12.50s setup    tests/a.py::test_y@tests/a.py",
+        "90.00s call     tests/b.py::test_z[a b@c]@localnet",
+        "3.00s call     tests/c.py::test_fast",
+        "(20 durations < 0.005s hidden.  Use -vv to show these durations.)",
+    ]
+    costs = costs_from_durations(report)
+    assert costs == {"tests/a.py": 629.7, "localnet": 90.0}
+    items = [_Grouped("fast", None), _Grouped("new", "tests/new.py"),
+             _Grouped("b1", "localnet"), _Grouped("a1", "tests/a.py"), _Grouped("b2", "localnet")]
+    ordered = longest_first(items, costs)  # type: ignore[arg-type]
+    assert [i.name for i in ordered] == ["a1", "b1", "b2", "new", "fast"]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ops_tools.backup import keyloss, store
-from tests.localnet import ROOT, ops, started
+from tests.localnet import ROOT, ops
 
 pytestmark = pytest.mark.slow
 INVENTORY = ROOT / "inventories" / "local"
@@ -24,9 +24,9 @@ PASSPHRASE = "drill passphrase, never on a command line"
 
 
 @pytest.fixture(scope="module")
-def localnet(tmp_path_factory):
-    with started(tmp_path_factory.mktemp("localnet")) as net:
-        yield net.env, net.up, net.state
+def localnet(shared_localnet):
+    net = shared_localnet()  # the default network, shared with other modules: leave it healthy
+    return net.env, net.up, net.state
 
 
 @pytest.fixture

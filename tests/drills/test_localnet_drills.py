@@ -21,7 +21,7 @@ import pytest
 from ops_tools.chain.rpc import RpcClient
 from ops_tools.chain.status import wait_finality_advances
 from tests import localnet as network
-from tests.localnet import OPS_TOOLS, PUBLIC_RPC, ROOT, started
+from tests.localnet import OPS_TOOLS, PUBLIC_RPC, ROOT
 
 pytestmark = pytest.mark.slow
 
@@ -31,9 +31,9 @@ def ops(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def localnet(tmp_path_factory):
-    with started(tmp_path_factory.mktemp("localnet")) as net:
-        yield net.env, net.state
+def localnet(shared_localnet):
+    net = shared_localnet()  # the default network, shared with other modules: leave it healthy
+    return net.env, net.state
 
 
 def supervisorctl(state: Path, *args: str) -> str:

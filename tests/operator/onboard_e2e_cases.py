@@ -1,7 +1,9 @@
-"""Operator onboarding end to end, from nothing, on two networks (``onboard_stacks``): every
-service on free loopback ports, and the local network itself (``ops-tools localnet up`` on
-inventories/local, its fixed ports under /tmp/net-localnet.lock, with the must-hold command
-line that relies on the local network's defaults).
+"""The cases of operator onboarding end to end, run on two networks by two modules, each of
+which gives them its ``net`` (``onboard_stacks``): test_onboard_e2e_ports.py (every service on
+free loopback ports) and test_onboard_e2e_localnet.py (``ops-tools localnet up`` on
+inventories/local, its fixed ports under /tmp/net-localnet.lock, with the must-hold command line
+that relies on the local network's defaults). Two modules, not one parametrized fixture: only
+the second waits in the local network's lane (tests/process_lane.py).
 
 On each: ``ops-tools operator onboard`` killed (SIGKILL) right after its attestation step, then
 resumed by ``playbooks/operator_worker.yml`` over SSH (this machine as the "remote" GPU server,
@@ -29,9 +31,8 @@ from substrateinterface import SubstrateInterface
 from ops_tools.operator import gateway_client
 from tests.conftest import ROOT
 from tests.operator.conftest import ONBOARD_PASSPHRASE, PYTHON, RECAP, VENV_BIN, Sshd
-from tests.operator.onboard_stacks import BIN, localnet_stack, run
+from tests.operator.onboard_stacks import BIN, run
 
-pytestmark = pytest.mark.slow
 PASSPHRASE = ONBOARD_PASSPHRASE
 NAME = "op1"
 STEPS = ["gpu", "wallet", "funding", "attestation", "stake", "daemon", "heartbeat"]
@@ -115,15 +116,6 @@ def balance_change(net: dict, account: str, number: int) -> tuple[int, int]:
         return totals[1] - totals[0], fees
     finally:
         substrate.close()
-
-
-@pytest.fixture(scope="module", params=["ports", "localnet"])
-def net(request, tmp_path_factory):
-    if request.param == "ports":
-        yield request.getfixturevalue("ports_net")
-        return
-    with localnet_stack(tmp_path_factory.mktemp("onboard-localnet"), PASSPHRASE) as network:
-        yield network
 
 
 def play(net: dict, sshd: Sshd) -> tuple[subprocess.CompletedProcess, dict]:
