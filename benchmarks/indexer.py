@@ -13,9 +13,13 @@ Starts its own nodes on free loopback ports in a temporary directory (or --keep 
 4. the indexer's processor catches up from genesis into a fresh database (SQLite by default,
    --postgres for a throwaway PostgreSQL server started here, --database-url for another one):
    fetch, decode with the metadata, bulk insert; --runs times, each between two raw fetches;
-5. net-indexer serves that database; indexStatus, events(first: 50, after: cursor), a filtered
-   transfers page (recipient and block range) and totalCount (one account's transfers, every
-   event) are asked for REQUESTS times each (p50 and p95).
+5. net-indexer serves that database; indexStatus, events(first: 50, after: cursor), filtered
+   transfers pages (recipient and block range; either side of a rare account) and totalCount
+   (a rare account's transfers by from, to and either side, a busy account's, every event) are
+   asked for REQUESTS times each (p50 and p95);
+6. --extra-transfers N (default 400,000) transfers between five busy accounts are added to the
+   index, and the filtered pages and counts of 5. asked for again: the rare account is then
+   rare among many, which shows whether its page and counts walk its index or the list.
 
 --reset N instead: a node on 1 s slots (the local network's) with the processor and the API on
 it; N times the node is stopped and a node of another genesis (another chain spec) started on
@@ -29,6 +33,7 @@ and to the transfers(filter) message of a transfer in it, over N/4 transfers to 
 made with substrate-interface.
 
 Usage: .venv/bin/python benchmarks/indexer.py [--blocks 10000] [--keep DIR] [--runs 3]
+           [--extra-transfers 400000]
            [--postgres | --database-url URL] [--reset N | --subscription N]
 """
 
@@ -176,10 +181,13 @@ def latency(ix: Indexer, query: str, variables: dict) -> tuple[float, float]:
     return statistics.median(times), times[int(len(times) * 0.95) - 1]
 
 
-def filtered_figures(ix: Indexer) -> None:
+def filtered_figures(ix: Indexer, label: str = "") -> None:
     """A filtered transfers page (recipient and block range) and counts: one account's
-    transfers (exact, under the cap) and every event (past the cap on a long chain)."""
+    transfers (exact, under the cap) and every event (past the cap on a long chain); the rare
+    account's (//bench0) counts by side and its either-side page, and a busy account's count
+    (past the cap once ``add_transfers`` ran)."""
     dest = Keypair.create_from_uri("//bench0", ss58_format=42).ss58_address
+    busy = Keypair.create_from_uri("//busy0", ss58_format=42).ss58_address
     height = ix.status()["height"]
     page_q = ("query($a: String!, $lo: Int!) { transfers(first: 50, filter: {to: {equalTo: $a},"
               " blockNumber: {greaterThanOrEqualTo: $lo}}) { edges { node { from to amount "
@@ -187,26 +195,68 @@ def filtered_figures(ix: Indexer) -> None:
     variables = {"a": dest, "lo": height // 4}
     got = len(ix.data(page_q, variables)["transfers"]["edges"])
     p50, p95 = latency(ix, page_q, variables)
-    print(f"GraphQL transfers(first: 50, filter: to + blockNumber >= {height // 4}) "
+    print(f"GraphQL{label} transfers(first: 50, filter: to + blockNumber >= {height // 4}) "
           f"({got} rows): p50 {p50:.1f} ms, p95 {p95:.1f} ms ({REQUESTS} requests)")
+    either_q = ("query($a: String!) { transfers(first: 50, filter: {account: {equalTo: $a}}) { "
+                "edges { node { from to amount blockNumber } } } }")
+    got = len(ix.data(either_q, {"a": dest})["transfers"]["edges"])
+    p50, p95 = latency(ix, either_q, {"a": dest})
+    print(f"GraphQL{label} transfers(first: 50, filter: account, rare) ({got} rows): "
+          f"p50 {p50:.1f} ms, p95 {p95:.1f} ms ({REQUESTS} requests)")
+    count_q = ("query($a: String!) { transfers(filter: {%s: {equalTo: $a}}) { totalCount "
+               "totalCountCapped } }")
     for what, query, args in (
-            ("transfers(filter: account).totalCount",
-             "query($a: String!) { transfers(filter: {account: {equalTo: $a}}) { totalCount "
-             "totalCountCapped } }", {"a": dest}),
+            ("transfers(filter: account).totalCount", count_q % "account", {"a": dest}),
+            ("transfers(filter: from, rare).totalCount", count_q % "from", {"a": dest}),
+            ("transfers(filter: to, rare).totalCount", count_q % "to", {"a": dest}),
+            ("transfers(filter: account, busy).totalCount", count_q % "account", {"a": busy}),
             ("events.totalCount (every event)",
              "{ events { totalCount totalCountCapped } }", {})):
         (conn,) = ix.data(query, args).values()
         p50, p95 = latency(ix, query, args)
-        print(f"GraphQL {what} = {conn['totalCount']}"
+        print(f"GraphQL{label} {what} = {conn['totalCount']}"
               f"{' (capped)' if conn['totalCountCapped'] else ''}: p50 {p50:.1f} ms, "
               f"p95 {p95:.1f} ms ({REQUESTS} requests)")
+
+
+def add_transfers(url: str, count: int) -> None:
+    """``count`` transfers added to the index between five busy accounts (//busy0..4) that the
+    chain's own transfers do not touch, spread over its blocks after their events: a short
+    chain's few hundred transfers do not show whether a rare account's page and counts walk its
+    index or the list, a few hundred thousand do. Bulk inserts, as the processor's."""
+    from ops_tools.services.indexer.tables import TransferRow
+
+    busy = [Keypair.create_from_uri(f"//busy{i}", ss58_format=42).ss58_address
+            for i in range(5)]
+    db = Database(url)
+    t0 = time.monotonic()
+    with db.session(write=True) as s:
+        c = s.connection()
+        net, height = c.exec_driver_sql(
+            "SELECT id, height FROM indexer_networks WHERE active").one()
+        per_block = -(-count // (height + 1))
+        chunk = 50_000
+        for lo in range(0, count, chunk):
+            c.execute(TransferRow.__table__.insert(), [
+                {"network_id": net, "block_number": i // per_block,
+                 "event_idx": 100_000 + i % per_block, "extrinsic_idx": None,
+                 "extrinsic_hash": None, "sender": busy[i % 5],
+                 "recipient": busy[(i + 1) % 5], "amount": "1"}
+                for i in range(lo, min(lo + chunk, count))])
+    if db.dialect == "postgresql":
+        with db.engine.connect() as c:
+            c.exec_driver_sql("ANALYZE indexer_transfers")  # autovacuum's, without the wait
+            c.commit()
+    db.dispose()
+    print(f"added {count} transfers between //busy0..4 in {time.monotonic() - t0:.1f} s")
 
 
 def load() -> str:
     return "load average " + " / ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def catch_up_figures(root: Path, tmp: Path, blocks: int, urls: list[str]) -> None:
+def catch_up_figures(root: Path, tmp: Path, blocks: int, urls: list[str],
+                     extra: int) -> None:
     """One catch-up per URL (each an empty database), each between two raw fetches: the
     machine's load moves both rates, so each catch-up is compared with the mean of the raw
     fetches just before and after it."""
@@ -262,6 +312,9 @@ def catch_up_figures(root: Path, tmp: Path, blocks: int, urls: list[str]) -> Non
             print(f"GraphQL events(first: 50, after): p50 {p50:.1f} ms, p95 {p95:.1f} ms "
                   f"({REQUESTS} requests)")
             filtered_figures(ix)
+            if extra:
+                add_transfers(url, extra)
+                filtered_figures(ix, f" (+{extra} transfers)")
         finally:
             ix.stop()
     finally:
@@ -421,6 +474,9 @@ def main() -> None:
                     help="measure N resets instead of the catch-up")
     ap.add_argument("--subscription", type=int, default=0, metavar="N",
                     help="measure the newBlocks subscription's delay over N blocks instead")
+    ap.add_argument("--extra-transfers", type=int, default=400_000, metavar="N",
+                    help="after the chain's figures, N transfers between busy accounts are "
+                         "added to the index and the filtered figures taken again (0: not)")
     ap.add_argument("--runs", type=int, default=3,
                     help="catch-ups, each into an empty database (1 with --database-url)")
     args = ap.parse_args()
@@ -445,7 +501,7 @@ def main() -> None:
             elif args.reset:
                 reset_figures(tmp, args.reset, None if urls[0].startswith("sqlite") else urls[0])
             else:
-                catch_up_figures(root, tmp, args.blocks, urls)
+                catch_up_figures(root, tmp, args.blocks, urls, args.extra_transfers)
 
 
 if __name__ == "__main__":

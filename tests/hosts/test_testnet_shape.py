@@ -19,7 +19,7 @@ and why:
   file systems before site.yml: the hosts reach no package index, and the inventories leave
   installing it to the machine's provisioning;
 - the certificates come from a throwaway CA made in the test's directory (tests/hosts/tls.py,
-  `NET_TESTNET_TLS_DIR`);
+  `NET_TESTNET_TLS_DIR`), valid 30 days;
 - the gateway admits workers on private addresses (`gateway_allow_private_endpoints`): the
   operator's worker announces full-node-1's address on the test bridge (10.77.n.0/24), where a
   real operator's is public;
@@ -28,6 +28,9 @@ and why:
   /etc/hosts names the machines and the public names (`named`), and trusts the test CA
   (`SSL_CERT_FILE`); the reset cycle and `ops-tools status` so ask the public endpoint
   (`net_public_rpc_url`, wss://rpc.testnet.invalid) through the edge, as on the real network.
+  The monitoring host (services-0) gets the same from its role: `/etc/hosts` entries for every
+  public name at its edge's address (`monitoring_probe_hosts`) and the test CA as its probes'
+  CA (`monitoring_probe_ca_src`), both test-network options (docs/monitoring.md).
   The test's own clients trust the CA alone and connect to a machine's address with the public
   name (SNI and Host).
 
@@ -226,7 +229,8 @@ def _vault(inv: Path, group: str, secrets: dict[str, Any]) -> None:
     vault.chmod(0o600)
 
 
-def write_testnet_inventory(base: Path, fleet: Fleet, overrides: dict[str, Any]) -> Path:
+def write_testnet_inventory(base: Path, fleet: Fleet, overrides: dict[str, Any],
+                            monitoring: dict[str, Any] | None = None) -> Path:
     inv = base / "testnet"  # the directory name is the network's (docs/reset.md)
     _link_group_vars(TESTNET / "group_vars", inv / "group_vars")
     _vault(inv, "authorities", {
@@ -253,7 +257,7 @@ def write_testnet_inventory(base: Path, fleet: Fleet, overrides: dict[str, Any])
               else {})
     point(groups["edge"]["hosts"], {})
     point(groups["docs"]["hosts"], {})
-    point(groups["monitoring"]["hosts"], {})
+    point(groups["monitoring"]["hosts"], monitoring or {})
     (inv / "hosts.yml").write_text(yaml.safe_dump(shape, sort_keys=False))
     return inv
 
@@ -330,7 +334,9 @@ def world(tmp_path_factory: pytest.TempPathFactory):
         venv_bundling = pool.submit(_run, [sys.executable, "-m", "tests.hosts.venv_bundle",
                                            str(venv)], env)
         sites = edge_sites()
-        ca = tls.make(tls_dir, sites)
+        # Beyond TlsCertificateExpiring's 14 days: the monitoring has nothing firing by the
+        # service-down drill (its healthy step).
+        ca = tls.make(tls_dir, sites, days="30")
         fleet = boot_fleet(list(MACHINES), base / "hosts")
         _timed("boot 5 hosts (bundles built meanwhile)", started)
         # The controller's commands resolve the network's names and trust its CA (docstring).
@@ -355,10 +361,14 @@ def world(tmp_path_factory: pytest.TempPathFactory):
                 unpacked.result()
         _as_an_operator_host(fleet, ca, public_names(sites))
         _timed("render (the suite's virtualenv unpacked meanwhile)", started)
+        # The monitoring host probes the public names at the edges' addresses and trusts the
+        # test CA (docstring).
         inventory = write_testnet_inventory(base, fleet, {
             "net_network_definition": str(network),
             "net_node_kind": "devnode",
-        })
+        }, {"monitoring_probe_hosts": {n: fleet.by_name(m).address
+                                       for m, ns in public_names(sites).items() for n in ns},
+            "monitoring_probe_ca_src": str(ca)})
         suite_path = base / "pallet-suite"
         shutil.copytree(FIXTURE, suite_path, ignore=shutil.ignore_patterns("target"))
         git(suite_path, "init", "-q", "-b", "main")
@@ -536,16 +546,138 @@ def test_status_reads_every_node_and_service_over_ssh(world):
         assert chain == {"name": "chain", "ok": True, "detail": genesis}, h
 
 
+# Asked on the monitoring host: Prometheus listens on its loopback (group_vars/monitoring).
+PROMETHEUS_GET = (
+    "import sys, urllib.request as u\n"
+    "print(u.urlopen('http://127.0.0.1:9090' + sys.argv[1], timeout=10).read().decode())\n"
+)
+# A TCP connection from the host it runs on: open, refused, or dropped (no answer in 3 s).
+CONNECT = (
+    "import socket, sys\n"
+    "s = socket.socket()\n"
+    "s.settimeout(3)\n"
+    "try:\n"
+    "    s.connect((sys.argv[1], int(sys.argv[2])))\n"
+    "    print('open')\n"
+    "except TimeoutError:\n"
+    "    print('dropped')\n"
+    "except ConnectionRefusedError:\n"
+    "    print('refused')\n"
+)
+RECAP = re.compile(r"^(?P<host>\S+)\s*: ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)", re.M)
+METRICS_PORT = 9615  # group_vars/all's node_prometheus_port
+METRICS_TABLE = "inet net_node_metrics"  # roles/node's node_metrics_firewall_table
+
+
+def prometheus(world: dict[str, Any], path: str) -> Any:
+    proc = world["fleet"].by_name(SERVICES_MACHINE).ssh(
+        shlex.join(["python3", "-c", PROMETHEUS_GET, path]))
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)["data"]
+
+
+def connect(world: dict[str, Any], machine: str, host: str) -> str:
+    """What a connection from ``machine`` to ``host``'s metrics port meets."""
+    address = world["fleet"].by_name(machine_of(host)).address
+    proc = world["fleet"].by_name(machine).ssh(
+        shlex.join(["python3", "-c", CONNECT, address, str(METRICS_PORT)]))
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def wait_monitoring(world: dict[str, Any], timeout: float = 180,
+                    ) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """Until Prometheus has every node target up and every public probe succeeding: the node
+    targets by host, and probe_success of the public probes by site (the last seen, on a
+    timeout)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        targets = prometheus(world, "/api/v1/targets?state=active")["activeTargets"]
+        nodes = {t["labels"]["host"]: t for t in targets if t["labels"]["job"] == "node"}
+        probes = prometheus(world, "/api/v1/query?query="
+                            "probe_success%7Bjob%3D~%22public%7Cpublic_rpc%22%7D")["result"]
+        success = {r["metric"]["site"]: r["value"][1] for r in probes}
+        done = (set(nodes) == set(NODE_HOSTS) and all(t["health"] == "up" for t in nodes.values())
+                and success and set(success.values()) == {"1"})
+        if done or time.monotonic() > deadline:
+            return nodes, success
+        time.sleep(2)
+
+
+def test_monitoring_scrapes_every_node_and_probes_the_public_endpoints(world):
+    """Prometheus on services-0 scrapes every node at its private address (the nodes'
+    --prometheus-external), its blackbox probes reach every public endpoint through the edges
+    (the role's /etc/hosts entries, the test CA); the nodes' metrics port answers the monitoring
+    host alone: from any other machine the connection is dropped by the node role's nftables
+    table."""
+    started = time.monotonic()
+    nodes, success = wait_monitoring(world)
+    _timed("monitoring: every node target up, every public probe succeeding", started)
+    print(f"node targets: { {h: t['scrapeUrl'] for h, t in nodes.items()} }")
+    print(f"public probes: {success}")
+    alerts = prometheus(world, "/api/v1/alerts")["alerts"]
+    print(f"alerts: {sorted((a['labels']['alertname'], a['state']) for a in alerts)}")
+    assert {h: t["health"] for h, t in nodes.items()} == dict.fromkeys(NODE_HOSTS, "up"), nodes
+    for host, target in nodes.items():  # the other machines' nodes at their address
+        expected = ("127.0.0.1" if machine_of(host) == SERVICES_MACHINE
+                    else world["fleet"].by_name(machine_of(host)).address)
+        assert urlsplit(target["scrapeUrl"]).hostname == expected, target
+    assert set(success) == {"rpc", "docs", *SERVICE_SITES.values()}, success
+    assert set(success.values()) == {"1"}, success
+    # The attack: the metrics port of each node on another machine, from a machine that is not
+    # the monitoring host (dropped), and from the monitoring host (open).
+    remote = [h for h in NODE_HOSTS if machine_of(h) != SERVICES_MACHINE]
+    for host in remote:
+        other = "rpc-0" if machine_of(host) != "rpc-0" else FULL_NODE
+        assert connect(world, other, host) == "dropped", host
+        assert connect(world, SERVICES_MACHINE, host) == "open", host
+
+
+def test_metrics_firewall_is_restored_by_its_role_and_honours_check_mode(world):
+    """The node role's rules removed by hand on authority-1: the port is open to anyone; the
+    role in check mode says it would load them and loads nothing; a run loads them (dropped
+    again); a second run changes nothing."""
+    authority = world["fleet"].by_name(machine_of("authority-1"))
+    assert connect(world, FULL_NODE, "authority-1") == "dropped"
+    removed = authority.ssh(f"sudo nft delete table {METRICS_TABLE}")
+    assert removed.returncode == 0, removed.stderr
+    assert connect(world, FULL_NODE, "authority-1") == "open"
+    playbook = world["base"] / "metrics-firewall.yml"
+    playbook.write_text(yaml.safe_dump([{
+        "name": "The nodes' metrics firewall", "hosts": "authorities:rpc_nodes",
+        "gather_facts": False,
+        "tasks": [{"ansible.builtin.include_role": {"name": "net.ops.node",
+                                                     "tasks_from": "metrics_firewall"}}]}]))
+    argv = [str(BIN / "ansible-playbook"), "-i", str(world["inventory"]), str(playbook)]
+    started = time.monotonic()
+    checked = _run([*argv, "--check"], world["env"])
+    assert checked.returncode == 0, _out(checked)
+    recap = {m["host"]: int(m["changed"]) for m in RECAP.finditer(checked.stdout)}
+    assert recap["authority-1"] > 0 and sum(recap.values()) == recap["authority-1"], recap
+    assert authority.ssh(f"sudo nft list table {METRICS_TABLE}").returncode != 0
+    assert connect(world, FULL_NODE, "authority-1") == "open"
+    applied = _run(argv, world["env"])
+    assert applied.returncode == 0, _out(applied)
+    assert connect(world, FULL_NODE, "authority-1") == "dropped"
+    again = _run(argv, world["env"])
+    assert again.returncode == 0, _out(again)
+    recap = {m["host"]: int(m["changed"]) for m in RECAP.finditer(again.stdout)}
+    assert recap == dict.fromkeys(NODE_HOSTS, 0), _out(again)
+    _timed("metrics firewall: check mode, restore, no-change run", started)
+    # The node kept serving (a reload, not a restart) and the monitoring host still reaches it.
+    assert connect(world, SERVICES_MACHINE, "authority-1") == "open"
+
+
 # The partition drill's nftables tables (ops_tools/drills/firewall.py), on every node machine.
 DRILL_TABLES = "sudo nft list tables | grep -c net_drill_ || true"
 
 
 def drill_inventory(world: dict[str, Any]) -> Path:
     """The test inventory without its monitoring group, for the drills: the shape's monitoring
-    runs on services-0 but cannot watch these hosts (the nodes serve their metrics on their
-    loopback while Prometheus scrapes each machine's address; services-0 neither resolves the
-    public names it probes nor trusts the test CA), so the drill sees the finality stall on the
-    public node instead of waiting for FinalityStalled in Alertmanager (docs/drills.md)."""
+    watches these hosts, but GatewayNoLiveWorker fires until the operator's worker is onboarded
+    (the module's end) and a drill starts on a network without firing alerts only; so the drill
+    sees the finality stall on the public node instead of waiting for FinalityStalled in
+    Alertmanager (docs/drills.md)."""
     inv = world["base"] / "drill" / "testnet"
     if not inv.exists():
         shutil.copytree(world["inventory"], inv, symlinks=True)
@@ -936,9 +1068,6 @@ def test_operator_full_node_with_the_operator_group_vars(world, operator_invento
         RpcClient(f"http://{h.address}:9944", timeout=3).genesis_hash()
 
 
-RECAP = re.compile(r"^(?P<host>\S+)\s*: ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)", re.M)
-
-
 def test_operator_worker_onboards_on_its_server(world, operator_inventory):
     """playbooks/operator_worker.yml on the operator's server over SSH with become: the
     onboarding on the host (its own full node for the chain, the edge for the faucet, the
@@ -971,3 +1100,24 @@ def test_operator_worker_onboards_on_its_server(world, operator_inventory):
     assert again.returncode == 0, _out(again)
     recap = {m["host"]: int(m["changed"]) for m in RECAP.finditer(again.stdout)}
     assert recap == {"gpu-server-1": 0}, _out(again)
+
+
+def test_service_down_drill_fires_and_resolves_its_alert_through_the_shapes_monitoring(world):
+    """Last, with the operator's worker live at the gateway (before it, GatewayNoLiveWorker
+    fires and a drill refuses to start): `ops-tools drill service-down faucet` on the test
+    inventory itself, monitoring included, stops the faucet's unit over SSH, sees
+    ServiceNotReady fire in Alertmanager on services-0 (forwarded over SSH), starts the faucet
+    again and sees the alert resolve."""
+    started = time.monotonic()
+    proc = _run([str(BIN / "ops-tools"), "drill", "--inventory", str(world["inventory"]),
+                 "service-down", "faucet", "--json"], world["env"], timeout=1800)
+    _timed("drill service-down faucet (Alertmanager)", started)
+    assert proc.returncode == 0, _out(proc)
+    report = json.loads(proc.stdout)["report"]
+    print(f"drill service-down: {json.dumps(report, indent=1)}")
+    assert report["status"] == "completed", report
+    assert report["detected_by"] == "alertmanager" and report["detect_s"] is not None, report
+    assert report["resolve_s"] is not None and report["recover_s"] is not None, report
+    services = world["fleet"].by_name(SERVICES_MACHINE)
+    assert services.ssh("systemctl is-active net-faucet").stdout.strip() == "active"
+    assert service_genesis(world, "faucet-0") == public_genesis(world)

@@ -28,11 +28,11 @@ def _openssl(directory: Path, *args: str) -> None:
         raise RuntimeError(f"openssl {args[0]} failed: {proc.stderr.strip()}")
 
 
-def make_ca(directory: Path) -> Path:
+def make_ca(directory: Path, days: str = DAYS) -> Path:
     """ca.pem and its key in ``directory`` (0700); returns the certificate."""
     directory.mkdir(parents=True, exist_ok=True)
     directory.chmod(0o700)
-    _openssl(directory, "req", "-x509", *_EC, "-days", DAYS, "-subj", "/CN=NET edge test CA",
+    _openssl(directory, "req", "-x509", *_EC, "-days", days, "-subj", "/CN=NET edge test CA",
              "-keyout", "ca.key", "-out", "ca.pem",
              "-addext", "basicConstraints=critical,CA:TRUE",
              "-addext", "keyUsage=critical,keyCertSign")
@@ -40,7 +40,7 @@ def make_ca(directory: Path) -> Path:
 
 
 def issue(directory: Path, site: str, names: list[str], rsa: bool = False,
-          ocsp_url: str | None = None) -> tuple[Path, Path]:
+          ocsp_url: str | None = None, days: str = DAYS) -> tuple[Path, Path]:
     """net-<site>.pem for ``names`` (the first is the subject), signed by the CA of
     ``directory``, and net-<site>.key (RSA with ``rsa``, else P-256); ``ocsp_url`` names an
     OCSP responder in the certificate, as a public CA's do."""
@@ -56,18 +56,18 @@ def issue(directory: Path, site: str, names: list[str], rsa: bool = False,
     _openssl(directory, "req", "-new", *(_RSA if rsa else _EC), "-subj", f"/CN={names[0]}",
              "-keyout", f"net-{site}.key", "-out", f"net-{site}.csr")
     _openssl(directory, "x509", "-req", "-in", f"net-{site}.csr", "-CA", "ca.pem",
-             "-CAkey", "ca.key", "-CAcreateserial", "-days", DAYS, "-extfile", ext.name,
+             "-CAkey", "ca.key", "-CAcreateserial", "-days", days, "-extfile", ext.name,
              "-out", f"net-{site}.pem")
     return directory / f"net-{site}.pem", directory / f"net-{site}.key"
 
 
-def make(directory: Path, sites: dict[str, list[str]]) -> Path:
-    """The CA and one certificate per site (a site named SITE@rsa: an RSA key); returns the
-    CA's certificate."""
-    ca = make_ca(directory)
+def make(directory: Path, sites: dict[str, list[str]], days: str = DAYS) -> Path:
+    """The CA and one certificate per site (a site named SITE@rsa: an RSA key), valid ``days``;
+    returns the CA's certificate."""
+    ca = make_ca(directory, days)
     for site, names in sites.items():
         name, _, kind = site.partition("@")
-        issue(directory, name, names, rsa=kind == "rsa")
+        issue(directory, name, names, rsa=kind == "rsa", days=days)
     return ca
 
 

@@ -15,7 +15,7 @@ is one seek on the blocks' time index, and the list walks its block-number key f
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -37,6 +37,8 @@ MAX_IN = 100
 MAX_DEPTH = 4
 MAX_TERMS = 32
 MAX_RANGE_BLOCKS = 1_000
+#: Branches of one filter (compile_branches): a two-sided field's ``in`` at its largest.
+MAX_BRANCHES = 2 * MAX_IN
 BLOCK_RANGE = "a blockNumber range (greaterThan… and lessThan…) at most 1000 blocks wide"
 
 #: Operator attribute (the Python name of the input's field) -> GraphQL name.
@@ -55,6 +57,10 @@ class Field:
     time: bool = False  # a block time range on ``columns``, the list's block number
     #: Turns the condition on ``columns`` into the list's (a correlated EXISTS, say).
     wrap: Callable[[ColumnElement[bool]], ColumnElement[bool]] | None = None
+    #: At the top of a filter the list is read through the table of ``columns`` (a join on
+    #: its index, which leads with the network and the field, then the list's sort key), so
+    #: the condition is not wrapped there: see drives.
+    drive: bool = False
 
 
 @dataclass
@@ -63,13 +69,60 @@ class _Walk:
     path: list[str] = field(default_factory=list)
 
 
-def compile_filter(spec: dict[str, Field], value: Any, *,
-                   ranged: bool = False) -> ColumnElement[bool]:
+def compile_filter(spec: dict[str, Field], value: Any, *, ranged: bool = False,
+                   nested: dict[str, Field] | None = None) -> ColumnElement[bool]:
     """The SQL condition of ``value`` (a filter input object, or None for no filter);
-    ``ranged``: the caller bounds the block range itself (subscriptions read new blocks)."""
+    ``ranged``: the caller bounds the block range itself (subscriptions read new blocks);
+    ``nested``: the fields of its ``and``/``or`` children, when not ``spec``'s."""
     if value is None:
         return true()
-    return _compile(spec, value, frozenset({BLOCK_RANGE} if ranged else ()), _Walk(), 1)
+    return _compile(spec, value, frozenset({BLOCK_RANGE} if ranged else ()), _Walk(), 1,
+                    nested or spec)
+
+
+def drives(spec: dict[str, Field], value: Any) -> bool:
+    """Whether the list of ``value`` is read through a ``drive`` field's table (the field is
+    at the top of the filter): compile_branches then leaves the field unwrapped, a condition
+    on that table, which the list joins (queries.events)."""
+    return value is not None and any(
+        f.drive and getattr(value, attr, None) is not None for attr, f in spec.items())
+
+
+def compile_branches(spec: dict[str, Field], value: Any, *,
+                     ranged: bool = False) -> list[ColumnElement[bool]]:
+    """``value`` as conditions whose union is the list, each served by one index range in the
+    list's order, where one OR or IN is not (see queries.paginate): a field of several columns
+    at the top of the filter (a transfer's ``account``: from or to) makes one branch per column,
+    and the first key field's ``in`` at the top one branch per value. At most
+    ``MAX_BRANCHES``; past it the filter stays one condition."""
+    top = spec
+    if drives(spec, value):
+        top = {a: replace(f, wrap=None) if f.drive else f for a, f in spec.items()}
+    branches = _branches(top, value)
+    if len(branches) > MAX_BRANCHES:
+        branches = [(top, value)]
+    return [compile_filter(s, v, ranged=ranged, nested=spec) for s, v in branches]
+
+
+def _branches(spec: dict[str, Field], value: Any) -> list[tuple[dict[str, Field], Any]]:
+    if value is None:
+        return [(spec, value)]
+    out = [(spec, value)]
+    for attr, f in spec.items():
+        if len(f.columns) > 1 and getattr(value, attr, None) is not None:
+            out = [({**spec, attr: replace(f, columns=(column,))}, value)
+                   for column in f.columns]
+            break
+    # A driving field's values first: joined as one IN, an item naming two of them would
+    # come twice.
+    for attr, f in sorted(spec.items(), key=lambda item: not item[1].drive):
+        ops = getattr(value, attr, None)
+        if (f.key and ops is not None and getattr(ops, "in_", None)
+                and getattr(ops, "equal_to", None) is None and not f.time):
+            values = list(dict.fromkeys(ops.in_))
+            return [(s, replace(value, **{attr: replace(ops, in_=None, equal_to=one)}))
+                    for s, _ in out for one in values]
+    return out
 
 
 def _present(value: Any, spec: dict[str, Field]) -> dict[str, Any]:
@@ -100,7 +153,7 @@ def _first_set(ops: Any, *names: str) -> Any:
 
 
 def _compile(spec: dict[str, Field], value: Any, outer_keys: frozenset[str], walk: _Walk,
-             depth: int) -> ColumnElement[bool]:
+             depth: int, nested: dict[str, Field]) -> ColumnElement[bool]:
     where = "filter" + "".join(walk.path)
     if depth > MAX_DEPTH:
         raise QueryError(f"{where}: and/or nested deeper than {MAX_DEPTH}; flatten the filter")
@@ -122,7 +175,7 @@ def _compile(spec: dict[str, Field], value: Any, outer_keys: frozenset[str], wal
         parts = []
         for i, child in enumerate(children):
             walk.path.append(f".{name}[{i}]")
-            parts.append(_compile(spec, child, frozenset(keys), walk, depth + 1))
+            parts.append(_compile(nested, child, frozenset(keys), walk, depth + 1, nested))
             walk.path.pop()
         if parts:
             clauses.append(and_(*parts) if name == "and" else or_(*parts))
@@ -192,10 +245,12 @@ def _field(f: Field, ops: Any, walk: _Walk, where: str) -> ColumnElement[bool]:
 
 
 def _event_names(cond: ColumnElement[bool]) -> ColumnElement[bool]:
+    # Correlated with the event only: where the list joins the accounts (queries.events), the
+    # subquery's accounts are its own (SQL resolves a name in the innermost FROM first).
     return select(EventAccountRow.event_idx).where(
         EventAccountRow.network_id == EventRow.network_id,
         EventAccountRow.block_number == EventRow.block_number,
-        EventAccountRow.event_idx == EventRow.idx, cond).exists()
+        EventAccountRow.event_idx == EventRow.idx, cond).correlate(EventRow).exists()
 
 
 #: The filters of each list, by the attribute names of their GraphQL inputs (schema.py).
@@ -219,7 +274,8 @@ EXTRINSICS = {
 EVENTS = {
     "pallet": Field("pallet", (EventRow.pallet,), key=True),
     "name": Field("name", (EventRow.name,), needs=("pallet", BLOCK_RANGE)),
-    "account": Field("account", (EventAccountRow.account,), key=True, wrap=_event_names),
+    "account": Field("account", (EventAccountRow.account,), key=True, wrap=_event_names,
+                     drive=True),
     "block_number": Field("blockNumber", (EventRow.block_number,), block_number=True),
     "timestamp": Field("timestamp", (EventRow.block_number,), time=True),
 }

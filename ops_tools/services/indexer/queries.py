@@ -25,6 +25,7 @@ from sqlalchemy import (
     select,
     text,
     tuple_,
+    union,
 )
 
 from ops_tools.services.indexer.tables import (
@@ -66,8 +67,14 @@ class Page:
     keys: list[list[Any]]
     has_next: bool
     has_previous: bool
-    #: The list's filter without cursor or limit: what ``count`` counts.
-    filtered: Select[Any]
+    #: The list's filter without cursor or limit, as the branches whose union it is: what
+    #: ``count`` counts.
+    filtered: list[Select[Any]]
+    #: The list's sort key (what identifies a row across branches).
+    cols: Sequence[ColumnElement[Any]] = ()
+    #: Count in the list's order: the order names the table that must lead the walk (a join
+    #: read through the accounts, which SQLite would otherwise lead with another key's index).
+    count_in_order: bool = False
 
 
 def network(conn: Connection, genesis_hash: str | None) -> Any:
@@ -113,33 +120,75 @@ def _after(cols: Sequence[ColumnElement[Any]], key: Sequence[Any], desc: bool) -
     for i, col in enumerate(cols):
         cmp = col < key[i] if desc else col > key[i]
         clauses.append(and_(*[cols[j] == key[j] for j in range(i)], cmp))
-    return or_(*clauses)
+    # The leading column's bound alone is a range an index seeks to: with the OR only, a later
+    # page walks its index from the start of the list's range to the cursor.
+    return and_(cols[0] <= key[0] if desc else cols[0] >= key[0], or_(*clauses))
 
 
-def paginate(conn: Connection, kind: str, stmt: Select[Any], cols: Sequence[ColumnElement[Any]],
-             first: int, after: str | None, desc: bool) -> Page:
-    filtered = stmt
+def _index_walks(conn: Connection) -> None:
+    """On PostgreSQL, no sequential scan where an index serves the statement, for the rest of
+    the read's transaction: by its statistics the planner scans the table for a count of an
+    account it takes for a busy one, which stops after the cap's worth of matches only if the
+    statistics are right; the index range stops there whatever they say. (SQLite keeps no
+    statistics; the shape of its statements decides, see paginate.)"""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("SET LOCAL enable_seqscan = off")
+
+
+def paginate(conn: Connection, kind: str, stmt: Select[Any] | Sequence[Select[Any]],
+             cols: Sequence[ColumnElement[Any]], first: int, after: str | None,
+             desc: bool, count_in_order: bool = False) -> Page:
+    """A page in the order of ``cols``. Several statements: the page of their union, each
+    walked in order up to the page's size, then merged; so each branch walks its own index (an
+    either-side account filter is two index ranges: as one OR, SQLite's planner walks the whole
+    list in primary-key order instead, and a sort of the OR's rows reads all of a busy
+    account's)."""
+    branches = [stmt] if isinstance(stmt, Select) else list(stmt)
+    filtered = branches
+    _index_walks(conn)
     if after is not None:
         key = decode_cursor(kind, after)
         if len(key) != len(cols):
             raise QueryError(f"after: {after!r} is not a cursor of this list")
-        stmt = stmt.where(_after(cols, key, desc))
+        branches = [b.where(_after(cols, key, desc)) for b in branches]
     order = [c.desc() if desc else c.asc() for c in cols]
-    rows = list(conn.execute(stmt.order_by(*order).limit(first + 1)))
+    if len(branches) == 1:
+        rows = list(conn.execute(branches[0].order_by(*order).limit(first + 1)))
+    else:
+        merged = union(*(select(b.order_by(*order).limit(first + 1).subquery())
+                         for b in branches)).subquery()
+        by = [merged.c[c.key] for c in cols]
+        rows = list(conn.execute(select(merged).order_by(
+            *[c.desc() if desc else c.asc() for c in by]).limit(first + 1)))
     has_next = len(rows) > first
     rows = rows[:first]
     keys = [[getattr(r, c.key) for c in cols] for r in rows]
-    return Page(rows, keys, has_next, after is not None, filtered)
+    return Page(rows, keys, has_next, after is not None, filtered, cols, count_in_order)
 
 
-def count(conn: Connection, filtered: Select[Any], cap: int) -> tuple[int, bool]:
-    """How many rows ``filtered`` matches, walking at most ``cap + 1`` of them: (the count, or
-    ``cap`` when there are more, and whether it was capped). The filters are the ones the
-    lists' indexes serve, so the walk is over an index range or stops at the cap; it is never a
-    scan of a whole table."""
-    walked = conn.execute(select(func.count()).select_from(
-        filtered.with_only_columns(literal(1)).limit(cap + 1).subquery())).scalar_one()
-    return min(walked, cap), walked > cap
+def count(conn: Connection, page: Page, cap: int) -> tuple[int, bool]:
+    """How many rows the page's filter matches, walking at most ``cap + 1`` of them per
+    branch: (the count, or ``cap`` when there are more, and whether it was capped). The
+    filters are the ones the lists' indexes serve, so each walk is over an index range and
+    stops at the cap; it is never a scan of a whole table. Several branches are read one after
+    the other, their keys gathered until more than ``cap`` are found (a row several branches
+    match, a transfer to oneself, counts once): the work stays a few times the cap however many
+    branches an ``in`` makes, not the cap times the branches."""
+    _index_walks(conn)
+    filtered = ([b.order_by(*page.cols) for b in page.filtered] if page.count_in_order
+                else page.filtered)
+    if len(filtered) == 1:
+        walked = conn.execute(select(func.count()).select_from(
+            filtered[0].with_only_columns(literal(1)).limit(cap + 1).subquery())
+        ).scalar_one()
+        return min(walked, cap), walked > cap
+    keys: set[tuple[Any, ...]] = set()
+    for branch in filtered:
+        keys.update(tuple(r) for r in conn.execute(
+            branch.with_only_columns(*page.cols).limit(cap + 1)))
+        if len(keys) > cap:
+            return cap, True
+    return len(keys), False
 
 
 def block_count(net: Any, low: int | None, high: int | None) -> int:
@@ -211,20 +260,45 @@ def extrinsics(conn: Connection, net: int, first: int, after: str | None, desc: 
 
 def events(conn: Connection, net: int, first: int, after: str | None, desc: bool, *,
            pallet: str | None, name: str | None, account: str | None, low: int | None,
-           high: int | None, where: ColumnElement[bool] | None = None) -> Page:
-    stmt = _where(select(EventRow).where(EventRow.network_id == net), where, net)
-    if pallet is not None:
-        stmt = stmt.where(EventRow.pallet == pallet)
-    if name is not None:
-        stmt = stmt.where(EventRow.name == name)
-    if account is not None:
-        stmt = stmt.where(select(EventAccountRow.event_idx).where(
-            EventAccountRow.network_id == net, EventAccountRow.account == account,
-            EventAccountRow.block_number == EventRow.block_number,
-            EventAccountRow.event_idx == EventRow.idx).exists())
-    stmt = _range(stmt, EventRow.block_number, low, high)
-    return paginate(conn, "event", stmt, [EventRow.block_number, EventRow.idx], first, after,
-                    desc)
+           high: int | None,
+           where: ColumnElement[bool] | Sequence[ColumnElement[bool]] | None = None,
+           joined: bool = False) -> Page:
+    """``where``: a compiled filter, or the branches of one (filters.compile_branches);
+    ``joined``: its conditions name the event's accounts directly (filters.drives), so each
+    branch is read through them. An account (this argument or the filter's) is a walk of the
+    accounts' index, (network, account, block, index), in the list's order, each event read
+    by its key: checked event by event instead (EXISTS), an account that few events name
+    was a walk of every event of the network."""
+    wheres: list[ColumnElement[bool] | None] = (
+        [where] if where is None or isinstance(where, ColumnElement) else list(where))
+    via = joined or account is not None
+    named = ((EventAccountRow.network_id == EventRow.network_id)
+             & (EventAccountRow.block_number == EventRow.block_number)
+             & (EventAccountRow.event_idx == EventRow.idx))
+    branches = []
+    for w in wheres:
+        if via:
+            stmt = select(EventRow, EventAccountRow.event_idx).join(EventAccountRow, named).where(
+                EventAccountRow.network_id == net)
+        else:
+            stmt = select(EventRow).where(EventRow.network_id == net)
+        stmt = _where(stmt, w, net)
+        if pallet is not None:
+            stmt = stmt.where(EventRow.pallet == pallet)
+        if name is not None:
+            stmt = stmt.where(EventRow.name == name)
+        if account is not None and not joined:
+            stmt = stmt.where(EventAccountRow.account == account)
+        elif account is not None:  # the join reads the filter's account; this one is checked
+            stmt = stmt.where(select(EventAccountRow.event_idx).where(
+                EventAccountRow.network_id == net, EventAccountRow.account == account,
+                EventAccountRow.block_number == EventRow.block_number,
+                EventAccountRow.event_idx == EventRow.idx).correlate(EventRow).exists())
+        branches.append(_range(stmt, EventAccountRow.block_number if via
+                               else EventRow.block_number, low, high))
+    cols = ([EventAccountRow.block_number, EventAccountRow.event_idx] if via
+            else [EventRow.block_number, EventRow.idx])
+    return paginate(conn, "event", branches, cols, first, after, desc, count_in_order=via)
 
 
 def extrinsics_at(conn: Connection, net: int,
@@ -257,16 +331,25 @@ def events_of_extrinsics(conn: Connection, net: int, keys: Sequence[tuple[int, i
 def transfers(conn: Connection, net: int, first: int, after: str | None, desc: bool, *,
               account: str | None, sender: str | None, recipient: str | None,
               low: int | None, high: int | None,
-              where: ColumnElement[bool] | None = None) -> Page:
-    stmt = _where(select(TransferRow).where(TransferRow.network_id == net), where, net)
-    if account is not None:
-        stmt = stmt.where(or_(TransferRow.sender == account, TransferRow.recipient == account))
-    if sender is not None:
-        stmt = stmt.where(TransferRow.sender == sender)
-    if recipient is not None:
-        stmt = stmt.where(TransferRow.recipient == recipient)
-    stmt = _range(stmt, TransferRow.block_number, low, high)
-    return paginate(conn, "transfer", stmt, [TransferRow.block_number, TransferRow.event_idx],
+              where: ColumnElement[bool] | Sequence[ColumnElement[bool]] | None = None) -> Page:
+    """``where``: a compiled filter, or the branches of one (filters.compile_branches) whose
+    union is the list; an ``account`` (either side) makes two branches of each."""
+    wheres: list[ColumnElement[bool] | None] = (
+        [where] if where is None or isinstance(where, ColumnElement) else list(where))
+    sides = [None] if account is None else [TransferRow.sender == account,
+                                            TransferRow.recipient == account]
+    branches = []
+    for w in wheres:
+        for side in sides:
+            stmt = _where(select(TransferRow).where(TransferRow.network_id == net), w, net)
+            if side is not None:
+                stmt = stmt.where(side)
+            if sender is not None:
+                stmt = stmt.where(TransferRow.sender == sender)
+            if recipient is not None:
+                stmt = stmt.where(TransferRow.recipient == recipient)
+            branches.append(_range(stmt, TransferRow.block_number, low, high))
+    return paginate(conn, "transfer", branches, [TransferRow.block_number, TransferRow.event_idx],
                     first, after, desc)
 
 

@@ -396,7 +396,7 @@ class Subscription:
     @strawberry.subscription(description="New transfers (all, or those the filter matches).")
     async def transfers(self, info: Info, filter: TransferFilter | None = None,
                         ) -> AsyncGenerator[Transfer, None]:
-        where = filters.compile_filter(filters.TRANSFERS, filter, ranged=True)
+        where = filters.compile_branches(filters.TRANSFERS, filter, ranged=True)
         n = _ctx(info).limits.max_page_size
         async for row, _net, removed in _follow(
                 info, "transfer", lambda c, net, lo, hi, a: queries.transfers(
@@ -407,12 +407,13 @@ class Subscription:
     @strawberry.subscription(description="New events (all, or those the filter matches).")
     async def events(self, info: Info, filter: EventFilter | None = None,
                      ) -> AsyncGenerator[Event, None]:
-        where = filters.compile_filter(filters.EVENTS, filter, ranged=True)
+        where = filters.compile_branches(filters.EVENTS, filter, ranged=True)
+        joined = filters.drives(filters.EVENTS, filter)
         n = _ctx(info).limits.max_page_size
         async for row, _net, removed in _follow(
                 info, "event", lambda c, net, lo, hi, a: queries.events(
                     c, net, n, a, False, pallet=None, name=None, account=None, low=lo, high=hi,
-                    where=where)):
+                    where=where, joined=joined)):
             yield _event(row, removed)
 
     @strawberry.subscription(name="indexStatus",
@@ -470,7 +471,7 @@ def _connection(info: Info, kind: str, page: Page, make: Callable[[Any], Any],
     async def run() -> tuple[int, bool]:
         if exact is not None:
             return exact, False
-        return await ctx.read(lambda c: queries.count(c, page.filtered, ctx.limits.count_cap))
+        return await ctx.read(lambda c: queries.count(c, page, ctx.limits.count_cap))
 
     cursors = [encode_cursor(kind, k) for k in page.keys]
     edges = [Edge(node=make(r), cursor=c) for r, c in zip(page.rows, cursors, strict=True)]
@@ -751,13 +752,15 @@ class Query:
                      filter: EventFilter | None = None,
                      order_by: OrderBy | None = None) -> Connection[Event]:
         n = _first(info, first)
-        where = filters.compile_filter(filters.EVENTS, filter)
+        where = filters.compile_branches(filters.EVENTS, filter)
+        joined = filters.drives(filters.EVENTS, filter)
         desc = _desc(order, order_by)
 
         def read(c: SAConnection) -> Connection[Event]:
             net = queries.network(c, genesis_hash)
             page = queries.events(c, net.id, n, after, desc, pallet=pallet, name=name,
-                                  account=account, low=from_block, high=to_block, where=where)
+                                  account=account, low=from_block, high=to_block, where=where,
+                                  joined=joined)
             return _connection(info, "event", page, _event)
         return await _ctx(info).read(read)
 
@@ -773,7 +776,7 @@ class Query:
                         filter: TransferFilter | None = None,
                         order_by: OrderBy | None = None) -> Connection[Transfer]:
         n = _first(info, first)
-        where = filters.compile_filter(filters.TRANSFERS, filter)
+        where = filters.compile_branches(filters.TRANSFERS, filter)
         desc = _desc(order, order_by)
 
         def read(c: SAConnection) -> Connection[Transfer]:

@@ -81,7 +81,7 @@ class ExtrinsicRow(Base):
     error: Mapped[str | None] = mapped_column(Text)
 
     __table_args__ = (
-        Index("ix_indexer_extrinsics_signer", "network_id", "signer", "block_number"),
+        Index("ix_indexer_extrinsics_signer", "network_id", "signer", "block_number", "idx"),
         Index("ix_indexer_extrinsics_call", "network_id", "pallet", "call", "block_number"),
         Index("ix_indexer_extrinsics_hash", "network_id", "hash"),
     )
@@ -128,8 +128,10 @@ class TransferRow(Base):
     amount: Mapped[str] = mapped_column(String(40))
 
     __table_args__ = (
-        Index("ix_indexer_transfers_sender", "network_id", "sender", "block_number"),
-        Index("ix_indexer_transfers_recipient", "network_id", "recipient", "block_number"),
+        Index("ix_indexer_transfers_sender", "network_id", "sender", "block_number",
+              "event_idx"),
+        Index("ix_indexer_transfers_recipient", "network_id", "recipient", "block_number",
+              "event_idx"),
     )
 
 
@@ -144,7 +146,8 @@ class HeartbeatRow(Base):
     epoch: Mapped[int] = mapped_column(BigInteger)
 
     __table_args__ = (
-        Index("ix_indexer_heartbeats_account", "network_id", "account", "block_number"),
+        Index("ix_indexer_heartbeats_account", "network_id", "account", "block_number",
+              "event_idx"),
     )
 
 
