@@ -87,6 +87,22 @@ def rendered_spec(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+def molecule_shared(out: Path, *, bundle: bool) -> Path:
+    """What every molecule scenario's prepare would make the same (tests/ansible/molecule): the
+    throwaway network's chain spec in ``out/chainspec`` and, with ``bundle``, the
+    development-node bundle in ``out/net-node`` (its manifest ``out/net-node.json``). The
+    scenarios copy them from the directory named in NET_MOLECULE_SHARED."""
+    proc = run([str(VENV_BIN / "ops-tools"), "chainspec", "render", "--network", str(NETWORK_DEF),
+                "--node", str(VENV_BIN / "devnode"), "--out", str(out / "chainspec")])
+    assert proc.returncode == 0, tail(proc)
+    if bundle:
+        proc = run([str(VENV_BIN / "ops-tools"), "node", "devnode-bundle",
+                    "--out", str(out / "net-node"), "--json"])
+        assert proc.returncode == 0, tail(proc)
+        (out / "net-node.json").write_text(proc.stdout)
+    return out
+
+
 def shutdown_supervisord(root: Path) -> None:
     """Stop the supervisord a test's run of a role started under ``root`` (and its programs)."""
     conf = root / "supervisor" / "supervisord.conf"

@@ -18,7 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.ansible.conftest import ROOT, VENV_BIN, ansible_env, selected_roles, stop_scenarios
+from tests.ansible.conftest import (
+    ROOT,
+    VENV_BIN,
+    ansible_env,
+    molecule_shared,
+    selected_roles,
+    stop_scenarios,
+)
 
 pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
 
@@ -46,14 +53,15 @@ def _processes_under(path: Path) -> list[str]:
     return [ln for ln in out.stdout.splitlines() if "pgrep" not in ln]
 
 
-def _molecule(role: str, workdir: Path) -> Run:
+def _molecule(role: str, workdir: Path, shared: Path) -> Run:
     ephemeral = workdir / "molecule"
     conf = ephemeral / "state" / "supervisor" / "supervisord.conf"
     try:
         # One stream: the steps' INFO lines (stderr) and the plays' output (stdout) in order.
         proc = subprocess.run([str(VENV_BIN / "molecule"), "test", "-s", "default"],
                               cwd=ROOT / "roles" / role,
-                              env=ansible_env(MOLECULE_EPHEMERAL_DIRECTORY=str(ephemeral)),
+                              env=ansible_env(MOLECULE_EPHEMERAL_DIRECTORY=str(ephemeral),
+                                              NET_MOLECULE_SHARED=str(shared)),
                               timeout=900, text=True, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, check=False)
         left = _processes_under(ephemeral)
@@ -64,13 +72,13 @@ def _molecule(role: str, workdir: Path) -> Run:
                            timeout=120, check=False)
 
 
-def _in_turn(roles: list[str], workdirs: dict[str, Path],
+def _in_turn(roles: list[str], workdirs: dict[str, Path], shared: Path,
              runs: dict[str, Future[Run]]) -> None:
     for role in roles:
         future = runs[role]
         if future.set_running_or_notify_cancel():
             try:
-                future.set_result(_molecule(role, workdirs[role]))
+                future.set_result(_molecule(role, workdirs[role], shared))
             except BaseException as exc:  # handed to the waiting test
                 future.set_exception(exc)
 
@@ -81,14 +89,16 @@ def scenarios(request: pytest.FixtureRequest,
     """Starts every selected scenario at once (PARALLEL at a time); each test waits for its own."""
     selected = selected_roles(request, "test_molecule_scenario")
     workdirs = {role: tmp_path_factory.mktemp(f"molecule-{role}") for role in selected}
+    # Every scenario's prepare would render the same chain spec.
+    shared = molecule_shared(tmp_path_factory.mktemp("molecule-shared"), bundle=False)
     pool = ThreadPoolExecutor(max_workers=PARALLEL, thread_name_prefix="molecule")
     serial = [role for role in ONE_AFTER_ANOTHER if role in selected]
     runs: dict[str, Future[Run]] = {role: Future() for role in serial}
     # The serial chain is the longest slot: it starts first.
-    pool.submit(_in_turn, serial, workdirs, runs)
+    pool.submit(_in_turn, serial, workdirs, shared, runs)
     rest = sorted((role for role in selected if role not in serial),
                   key=lambda role: (*LONGEST_FIRST, role).index(role))
-    runs.update({role: pool.submit(_molecule, role, workdirs[role]) for role in rest})
+    runs.update({role: pool.submit(_molecule, role, workdirs[role], shared) for role in rest})
     try:
         yield runs
     finally:

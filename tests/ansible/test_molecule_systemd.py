@@ -19,7 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.ansible.conftest import ROOT, VENV_BIN, ansible_env, selected_roles, stop_scenarios
+from tests.ansible.conftest import (
+    ROOT,
+    VENV_BIN,
+    ansible_env,
+    molecule_shared,
+    selected_roles,
+    stop_scenarios,
+)
 from tests.hosts.hosts import missing_tools, stop_fleet
 
 pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
@@ -38,9 +45,10 @@ class Run:
     ephemeral: Path
 
 
-def _molecule(role: str, workdir: Path) -> Run:
+def _molecule(role: str, workdir: Path, shared: Path) -> Run:
     ephemeral = workdir / "molecule"
-    env = ansible_env(MOLECULE_EPHEMERAL_DIRECTORY=str(ephemeral), NO_COLOR="1")
+    env = ansible_env(MOLECULE_EPHEMERAL_DIRECTORY=str(ephemeral), NO_COLOR="1",
+                      NET_MOLECULE_SHARED=str(shared))
     try:
         # One stream: the steps' INFO lines (stderr) and the plays' output (stdout) in order.
         proc = subprocess.run([str(VENV_BIN / "molecule"), "test", "-s", "systemd"],
@@ -58,8 +66,10 @@ def scenarios(request: pytest.FixtureRequest,
     """Starts every selected scenario at once (PARALLEL at a time); each test waits for its own."""
     selected = sorted(selected_roles(request, "test_systemd_scenario"),
                       key=lambda role: (*LONGEST_FIRST, role).index(role))
+    # Every scenario's prepare would render the same chain spec and build the same bundle.
+    shared = molecule_shared(tmp_path_factory.mktemp("systemd-shared"), bundle=True)
     pool = ThreadPoolExecutor(max_workers=PARALLEL, thread_name_prefix="molecule")
-    runs = {role: pool.submit(_molecule, role, tmp_path_factory.mktemp(f"systemd-{role}"))
+    runs = {role: pool.submit(_molecule, role, tmp_path_factory.mktemp(f"systemd-{role}"), shared)
             for role in selected}
     try:
         yield runs
