@@ -27,10 +27,6 @@ from ops_tools.services.gateway.pricing import Price
 from ops_tools.services.gateway.router import Router, RouterPolicy, Worker, engine_load_claim
 
 log = logging.getLogger("net.gateway")
-# How long an idle connection to a worker stays in the pool. The worker keeps one open longer
-# (ops_tools/worker/cli.py KEEP_ALIVE_S), so the gateway always closes first: a request never
-# lands on a connection the worker is closing, and a pause between requests costs no new one.
-UPSTREAM_KEEPALIVE_S = 60
 FINAL_SETTLE_TIMEOUT_S = 8.0
 CHAIN_RETRY_S = 0.5
 SETTLE_RETRIES_S = (0.2, 0.5, 1.0, 2.0, 4.0)  # then the reconciler releases the reservation
@@ -152,8 +148,7 @@ class GatewayState:
         # health checks none.
         resolver = None if fields.allow_private_endpoints else PublicResolver()
         return aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=2000, limit_per_host=0,
-                                           keepalive_timeout=UPSTREAM_KEEPALIVE_S,
+            connector=aiohttp.TCPConnector(limit=2000, limit_per_host=0, keepalive_timeout=60,
                                            resolver=resolver),
             timeout=aiohttp.ClientTimeout(total=fields.upstream_total_timeout_s,
                                           sock_connect=fields.upstream_connect_timeout_s,
