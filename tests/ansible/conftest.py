@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -59,6 +61,42 @@ def stop_scenarios(pool: ThreadPoolExecutor, runs: dict[str, Future[Any]]) -> No
     for run in runs.values():
         run.cancel()
     pool.shutdown(wait=True)
+
+
+def molecule_test(scenario: str, role: str, env: dict[str, str], *, timeout: float,
+                  log: Path, args: tuple[str, ...] = ()) -> tuple[int, str]:
+    """``molecule test -s scenario [args]`` in ``roles/role``: its exit code and its output, the
+    steps' INFO lines (stderr) and the plays' output (stdout) in one stream, in order. ``log``
+    gets the same lines, each after the seconds since the start, which is where a slow step
+    shows."""
+    start = time.monotonic()
+    proc = subprocess.Popen([str(VENV_BIN / "molecule"), "test", "-s", scenario, *args],
+                            cwd=ROOT / "roles" / role, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    expired = threading.Event()
+
+    def expire() -> None:
+        expired.set()
+        proc.kill()
+
+    timer = threading.Timer(timeout, expire)
+    timer.start()
+    lines: list[str] = []
+    try:
+        with log.open("w") as out:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                lines.append(line)
+                out.write(f"{time.monotonic() - start:8.1f} {line}")
+        returncode = proc.wait()
+    finally:
+        timer.cancel()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    if expired.is_set():
+        raise subprocess.TimeoutExpired(proc.args, timeout, "".join(lines))
+    return returncode, "".join(lines)
 
 
 def tail(proc: subprocess.CompletedProcess[str], lines: int = 60) -> str:

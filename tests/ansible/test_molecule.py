@@ -20,9 +20,9 @@ import pytest
 
 from tests.ansible.conftest import (
     ROOT,
-    VENV_BIN,
     ansible_env,
     molecule_shared,
+    molecule_test,
     selected_roles,
     stop_scenarios,
 )
@@ -57,15 +57,15 @@ def _molecule(role: str, workdir: Path, shared: Path) -> Run:
     ephemeral = workdir / "molecule"
     conf = ephemeral / "state" / "supervisor" / "supervisord.conf"
     try:
-        # One stream: the steps' INFO lines (stderr) and the plays' output (stdout) in order.
-        proc = subprocess.run([str(VENV_BIN / "molecule"), "test", "-s", "default"],
-                              cwd=ROOT / "roles" / role,
-                              env=ansible_env(MOLECULE_EPHEMERAL_DIRECTORY=str(ephemeral),
-                                              NET_MOLECULE_SHARED=str(shared)),
-                              timeout=900, text=True, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, check=False)
+        returncode, out = molecule_test(
+            "default", role, ansible_env(MOLECULE_EPHEMERAL_DIRECTORY=str(ephemeral),
+                                         NET_MOLECULE_SHARED=str(shared)),
+            # The sequence's leading destroy (the cleanup playbook) clears what an earlier run
+            # of the scenario left in its ephemeral directory; this one is new, so it is skipped.
+            # The closing cleanup still runs, and the check below holds it to its word.
+            timeout=900, log=workdir / "molecule.log", args=("--destroy=never",))
         left = _processes_under(ephemeral)
-        return Run(proc.returncode, proc.stdout, ephemeral, left)
+        return Run(returncode, out, ephemeral, left)
     finally:
         if conf.exists():
             subprocess.run(["supervisorctl", "-c", str(conf), "shutdown"], capture_output=True,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -21,9 +20,9 @@ import pytest
 
 from tests.ansible.conftest import (
     ROOT,
-    VENV_BIN,
     ansible_env,
     molecule_shared,
+    molecule_test,
     selected_roles,
     stop_scenarios,
 )
@@ -50,12 +49,9 @@ def _molecule(role: str, workdir: Path, shared: Path) -> Run:
     env = ansible_env(MOLECULE_EPHEMERAL_DIRECTORY=str(ephemeral), NO_COLOR="1",
                       NET_MOLECULE_SHARED=str(shared))
     try:
-        # One stream: the steps' INFO lines (stderr) and the plays' output (stdout) in order.
-        proc = subprocess.run([str(VENV_BIN / "molecule"), "test", "-s", "systemd"],
-                              cwd=ROOT / "roles" / role, env=env, timeout=1500, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False)
-        (workdir / "molecule.log").write_text(proc.stdout)
-        return Run(proc.returncode, proc.stdout, ephemeral)
+        returncode, out = molecule_test("systemd", role, env, timeout=1500,
+                                        log=workdir / "molecule.log")
+        return Run(returncode, out, ephemeral)
     finally:
         stop_fleet(ephemeral / "hosts")
 
