@@ -201,9 +201,9 @@ class RemoteNetwork(LocalNetwork):
             raise FaultError(f"{host}: {what} failed: {(proc.stderr or proc.stdout).strip()}")
         return proc.stdout
 
-    def block(self, host: str, peers: list[tuple[str, int]]) -> None:
+    def block(self, host: str, peers: list[tuple[str, int]], anyone: bool = False) -> None:
         own = self.p2p_endpoint(host)[1]
-        self._nft(host, firewall.apply_command(host, own, peers),
+        self._nft(host, firewall.apply_command(host, own, peers, anyone),
                   f"loading nftables table {firewall.table(host)}")
 
     def unblock(self, host: str) -> None:
