@@ -69,6 +69,10 @@ class Field:
     #: index, which leads with the network and the field, then the list's sort key): its
     #: condition there is not wrapped, see Branch.joined.
     drive: bool = False
+    #: For a residual that an index of this key's holds next (an event's name after its
+    #: pallet): beside an equality on that key, its ``in`` is one branch per value, each an
+    #: ordered walk of that index (as one IN, a walk of the key's range for the values).
+    after: str | None = None
 
 
 @dataclass(frozen=True)
@@ -217,8 +221,8 @@ def _bound(n: int, where: str) -> None:
         raise TooManyBranches(
             f"{where}: the filter expands to {n} or more index branches, at most "
             f"{MAX_BRANCHES} (one per member of an or at any depth, times each or beside it, "
-            f"each value of a key's in and each side of a transfer's account); split the "
-            f"query or shorten the or and in lists")
+            f"each value of a key's in, of a name's or call's in beside a pallet, and each "
+            f"side of a transfer's account); split the query or shorten the or and in lists")
 
 
 def _check(f: Field, ops: Any, walk: _Walk, where: str) -> None:
@@ -239,22 +243,47 @@ def _check(f: Field, ops: Any, walk: _Walk, where: str) -> None:
 def _split(spec: dict[str, Field], atoms: list[_Atom]) -> list[list[_Atom]]:
     """One conjunction as branches: one per column of each field of several, then one per
     value of the leading key's ``in`` (a driving field's first: joined as one IN, an item
-    naming two of its values would come twice)."""
+    naming two of its values would come twice), then, in a branch not read through a driving
+    field, one per value of the ``in`` of a field its key's index holds next (Field.after)."""
     out: list[list[_Atom]] = [[]]
     for atom in atoms:
         n = len(spec[atom.attr].columns)
         _bound(len(out) * n, f"{atom.where}.{spec[atom.attr].name}")
         out = [[*b, replace(atom, column=i) if n > 1 else atom] for b in out for i in range(n)]
     for atom in sorted(atoms, key=lambda a: not spec[a.attr].drive):
-        f, ops = spec[atom.attr], atom.ops
-        if (f.key and getattr(ops, "in_", None) is not None
-                and getattr(ops, "equal_to", None) is None and not f.time):
-            values = list(dict.fromkeys(ops.in_))
-            _bound(len(out) * len(values), f"{atom.where}.{f.name}.in")
-            rest = {a: getattr(ops, a, None) for a in OPERATORS if a not in ("in_", "equal_to")}
-            return [[replace(a, ops=_Ops(equal_to=v, **rest)) if a.ops is ops else a
-                     for a in b] for b in out for v in values]
+        f = spec[atom.attr]
+        if f.key and _listed(atom) and not f.time:
+            out = _per_value(out, atom, f)
+            break
+    if any(spec[a.attr].drive for a in atoms):
+        return out  # read through the driving field's index: the rest is checked per row
+    for atom in atoms:
+        f = spec[atom.attr]
+        if f.after is None or not _listed(atom):
+            continue
+        split: list[list[_Atom]] = []
+        for branch in out:
+            keyed = any(a.attr == f.after and getattr(a.ops, "equal_to", None) is not None
+                        for a in branch)
+            split += _per_value([branch], atom, f) if keyed else [branch]
+            _bound(len(split), f"{atom.where}.{f.name}.in")
+        out = split
     return out
+
+
+def _listed(atom: _Atom) -> bool:
+    return (getattr(atom.ops, "in_", None) is not None
+            and getattr(atom.ops, "equal_to", None) is None)
+
+
+def _per_value(out: list[list[_Atom]], atom: _Atom, f: Field) -> list[list[_Atom]]:
+    """Each branch of ``out`` once per value of ``atom``'s ``in``, as an equality."""
+    ops = atom.ops
+    values = list(dict.fromkeys(ops.in_))
+    _bound(len(out) * len(values), f"{atom.where}.{f.name}.in")
+    rest = {a: getattr(ops, a, None) for a in OPERATORS if a not in ("in_", "equal_to")}
+    return [[replace(a, ops=_Ops(equal_to=v, **rest)) if a.ops is ops else a
+             for a in b] for b in out for v in values]
 
 
 def _driver(spec: dict[str, Field], atoms: list[_Atom]) -> _Atom | None:
@@ -401,7 +430,7 @@ TRANSFERS = {
 EXTRINSICS = {
     "signer": Field("signer", (ExtrinsicRow.signer,), key=True),
     "pallet": Field("pallet", (ExtrinsicRow.pallet,), key=True),
-    "call": Field("call", (ExtrinsicRow.call,), needs=("pallet",)),
+    "call": Field("call", (ExtrinsicRow.call,), needs=("pallet",), after="pallet"),
     "success": Field("success", (ExtrinsicRow.success,),
                      needs=("signer", "pallet", "hash", BLOCK_RANGE)),
     "hash": Field("hash", (ExtrinsicRow.hash,), key=True),
@@ -410,7 +439,7 @@ EXTRINSICS = {
 }
 EVENTS = {
     "pallet": Field("pallet", (EventRow.pallet,), key=True),
-    "name": Field("name", (EventRow.name,), needs=("pallet", BLOCK_RANGE)),
+    "name": Field("name", (EventRow.name,), needs=("pallet", BLOCK_RANGE), after="pallet"),
     "account": Field("account", (EventAccountRow.account,), key=True, wrap=_event_names,
                      drive=True),
     "block_number": Field("blockNumber", (EventRow.block_number,), block_number=True),

@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import (
     ColumnElement,
     Connection,
+    Join,
     Select,
     and_,
     func,
@@ -27,6 +28,7 @@ from sqlalchemy import (
     tuple_,
     union,
 )
+from sqlalchemy.ext.compiler import compiles
 
 from ops_tools.services.indexer.tables import (
     AccountRow,
@@ -297,7 +299,10 @@ def events(conn: Connection, net: int, first: int, after: str | None, desc: bool
     for w, join in zip(wheres, joins, strict=True):
         via = join or account is not None
         if via:
-            stmt = select(EventRow, EventAccountRow.event_idx).join(EventAccountRow, named).where(
+            # The accounts lead: SQLite, without statistics, would as soon walk a pallet's
+            # index in the events and sort what it finds by the accounts' key.
+            stmt = select(EventRow, EventAccountRow.event_idx).select_from(_Leading(
+                EventAccountRow.__table__, EventRow.__table__, named)).where(
                 EventAccountRow.network_id == net)
         else:
             # Labelled as the joined branches' key, which a union of both merges by.
@@ -321,6 +326,21 @@ def events(conn: Connection, net: int, first: int, after: str | None, desc: bool
                     else [EventRow.block_number, EventRow.idx])
         vias.append(via)
     return paginate(conn, "event", stmts, cols, first, after, desc, count_in_order=vias)
+
+
+class _Leading(Join):
+    """An inner join whose left table leads the walk on SQLite too (``CROSS JOIN``, which its
+    planner never reorders; PostgreSQL, with statistics, plans it as a join)."""
+
+    inherit_cache = True
+
+
+@compiles(_Leading, "sqlite")
+def _leading_sqlite(join: _Leading, compiler: Any, **kw: Any) -> str:
+    kw.pop("asfrom", None)
+    return (join.left._compiler_dispatch(compiler, asfrom=True, **kw) + " CROSS JOIN "
+            + join.right._compiler_dispatch(compiler, asfrom=True, **kw) + " ON "
+            + join.onclause._compiler_dispatch(compiler, **kw))
 
 
 def extrinsics_at(conn: Connection, net: int,
