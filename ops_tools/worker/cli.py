@@ -77,8 +77,9 @@ def worker_main(argv: list[str] | None = None) -> None:
     assert s.engine_kind is not None
     engine = EngineFront(
         [make_engine(s.engine_kind, s.engine_url, s.models, s.test_engine_token_delay_ms,
-                      s.engine_model_path)]
-        + [make_engine(extra.kind, extra.url, []) for extra in s.extra_engines],
+                      s.engine_model_path, s.engine_keepalive_s)]
+        + [make_engine(extra.kind, extra.url, [], keepalive_s=s.engine_keepalive_s)
+           for extra in s.extra_engines],
         [[] if s.engine_kind == settings.TEST_ENGINE else list(s.models)]
         + [list(extra.models) for extra in s.extra_engines])
     holder: dict[str, Liveness] = {}
