@@ -54,10 +54,9 @@ class CleanPoolConnector(aiohttp.TCPConnector):
     a later request, read before that request was even sent. Such a connection is closed here
     and another one taken (or a new one made)."""
 
-    async def connect(self, req: aiohttp.ClientRequest, traces: list[Any],
-                      timeout: aiohttp.ClientTimeout) -> Any:
+    async def connect(self, req: aiohttp.ClientRequest, *args: Any, **kwargs: Any) -> Any:
         while True:
-            conn = await super().connect(req, traces, timeout)
+            conn = await super().connect(req, *args, **kwargs)
             protocol = conn.protocol
             # should_close: a queued response, unread bytes, a body not read to its end.
             if protocol is None or not protocol.should_close:
