@@ -65,11 +65,23 @@ def hostile_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         proc.stop()
 
 
-def hostile_worker(tmp_path: Path, chain, gateway: Gateway, engine_url: str, uri: str,
-                   models: list[str], **extra):
+@pytest.fixture
+def procs() -> Iterator[list[Proc]]:
+    """The test's worker processes, stopped however the test ends (a failed assertion too)."""
+    started: list[Proc] = []
+    try:
+        yield started
+    finally:
+        for proc in started:
+            proc.stop()
+
+
+def hostile_worker(procs: list[Proc], tmp_path: Path, chain, gateway: Gateway, engine_url: str,
+                   uri: str, models: list[str], **extra):
     w = start_worker(tmp_path, chain, gateway.url, name=uri.strip("/").lower(), dev_uri=uri,
                      register_stake=2 * TOKEN, engine_url=engine_url,
                      extra={"models": models, **extra})
+    procs.append(w.proc)
     transfer(chain, "//Alice", w.operator, 5 * TOKEN)
     wait_for(lambda: all(gateway.workers()["live_workers_per_model"].get(m) for m in models),
              90, f"{uri}'s worker to be live")
@@ -95,9 +107,9 @@ def worker_row(gateway: Gateway, operator: str) -> dict:
 
 
 def test_lying_usage_is_billed_by_the_gateways_count_and_excludes_the_liar(
-        tmp_path, chain, gateway, engine, hostile_engine):
+        tmp_path, chain, gateway, engine, hostile_engine, procs):
     lies = ["lie-negative", "lie-huge", "lie-float", "lie-string"]
-    w = hostile_worker(tmp_path, chain, gateway, hostile_engine, "//GwLiar", lies)
+    w = hostile_worker(procs, tmp_path, chain, gateway, hostile_engine, "//GwLiar", lies)
     key = make_key(engine, budget=10**12)
     for model in lies:
         response = chat(gateway, key, model)
@@ -134,8 +146,8 @@ def test_lying_usage_is_billed_by_the_gateways_count_and_excludes_the_liar(
 
 
 def test_answers_over_the_limits_get_502_cost_nothing_and_count_failures(
-        tmp_path, chain, gateway, engine, hostile_engine):
-    w = hostile_worker(tmp_path, chain, gateway, hostile_engine, "//GwHuge", ["huge-body"])
+        tmp_path, chain, gateway, engine, hostile_engine, procs):
+    w = hostile_worker(procs, tmp_path, chain, gateway, hostile_engine, "//GwHuge", ["huge-body"])
     key = make_key(engine, budget=10**12)
     body = chat(gateway, key, "huge-body")
     assert body.status_code == 502, body.text
@@ -156,10 +168,10 @@ def test_answers_over_the_limits_get_502_cost_nothing_and_count_failures(
 
 
 def test_an_answer_that_is_not_json_gets_502_costs_nothing_and_counts_a_failure(
-        tmp_path, chain, gateway, engine, hostile_engine):
+        tmp_path, chain, gateway, engine, hostile_engine, procs):
     """A cut-off answer (what the worker relayed when it read only the first part of a long
     answer) is not an answer: it was relayed with a 200 and its prompt billed."""
-    w = hostile_worker(tmp_path, chain, gateway, hostile_engine, "//GwGarbage", ["not-json"])
+    w = hostile_worker(procs, tmp_path, chain, gateway, hostile_engine, "//GwGarbage", ["not-json"])
     key = make_key(engine, budget=10**12)
     garbage = chat(gateway, key, "not-json")
     assert garbage.status_code == 502, garbage.text
@@ -171,8 +183,9 @@ def test_an_answer_that_is_not_json_gets_502_costs_nothing_and_counts_a_failure(
 
 
 def test_silent_and_dripping_workers_time_out_unbilled(
-        tmp_path, chain, gateway, engine, hostile_engine):
-    w = hostile_worker(tmp_path, chain, gateway, hostile_engine, "//GwSlow", ["silent", "drip"])
+        tmp_path, chain, gateway, engine, hostile_engine, procs):
+    w = hostile_worker(procs, tmp_path, chain, gateway, hostile_engine, "//GwSlow",
+                       ["silent", "drip"])
     key = make_key(engine, budget=10**12)
     silent = chat(gateway, key, "silent")
     assert silent.status_code == 502 and silent.json()["error"]["code"] == "upstream_error"
@@ -222,7 +235,7 @@ def test_abandoned_streams_pay_for_the_chunks_they_were_sent(tmp_path, chain, ga
 
 
 def test_a_request_lost_in_a_crash_is_reconciled_at_the_next_start(
-        tmp_path, chain, hostile_engine):
+        tmp_path, chain, hostile_engine, procs):
     """The gateway is killed (SIGKILL) while a request waits on a silent worker: its receipt
     stays open and its reservation held. The next start closes the receipt, charges nothing
     and releases the reservation."""
@@ -234,7 +247,7 @@ def test_a_request_lost_in_a_crash_is_reconciled_at_the_next_start(
     db = open_database(url, pool_size=2)
     w = None
     try:
-        w = hostile_worker(tmp_path, chain, gw, hostile_engine, "//GwCrash", ["silent"])
+        w = hostile_worker(procs, tmp_path, chain, gw, hostile_engine, "//GwCrash", ["silent"])
         key = make_key(db.engine, budget=10**12)
         sock = send_request(gw, key, {"model": "silent", "max_tokens": 10,
                                       "messages": [{"role": "user", "content": PROMPT}]})
