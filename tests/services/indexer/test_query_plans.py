@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import Connection, event, insert
+from sqlalchemy import Connection, event, insert, select
 
 from ops_tools.services.common.db import Database
 from ops_tools.services.common.migrations import migrate
@@ -300,8 +300,8 @@ def test_event_pages_and_counts_by_account_walk_the_accounts_index(indexed, what
     """Through the accounts' index, each event read by its key: not every event of the
     network checked for the account."""
     db, net = indexed
-    where = filters.compile_branches(filters.EVENTS, value)
-    joined = filters.drives(filters.EVENTS, value)
+    branches = filters.branches(filters.EVENTS, value)
+    where, joined = [b.where for b in branches], [b.joined for b in branches]
     with db.engine.connect() as c:
         accounts = {_primary_key(c, "indexer_event_accounts")}
         lookups = frozenset({_primary_key(c, "indexer_events")})
@@ -335,3 +335,171 @@ def test_event_pages_and_counts_by_account_walk_the_accounts_index(indexed, what
         both = queries.events(c, net, 50, None, desc, pallet=None, name=None, account=RARE,
                               low=None, high=None, where=where, joined=joined)
         assert both.keys == keys
+
+
+def _holds(ops: Any, value: Any) -> bool:
+    checks = {"equal_to": lambda x: value == x, "in_": lambda x: value in x,
+              "greater_than": lambda x: value is not None and value > x,
+              "greater_than_or_equal_to": lambda x: value is not None and value >= x,
+              "less_than": lambda x: value is not None and value < x,
+              "less_than_or_equal_to": lambda x: value is not None and value <= x}
+    return all(check(getattr(ops, name)) for name, check in checks.items()
+               if getattr(ops, name, None) is not None)
+
+
+def _matches(spec: dict, value: Any, row: Any, named: dict) -> bool:
+    """``value`` over one row, by the filter's meaning (not its SQL): every field and ``and``
+    member, and one ``or`` member; an event's ``account`` is any account it names."""
+    for attr, f in spec.items():
+        ops = getattr(value, attr, None)
+        if ops is None:
+            continue
+        if f.drive:
+            candidates = named.get((row.block_number, row.idx), [])
+        else:
+            candidates = [getattr(row, c.key) for c in f.columns]
+        if not any(_holds(ops, v) for v in candidates):
+            return False
+    if value.and_ and not all(_matches(spec, c, row, named) for c in value.and_):
+        return False
+    return not value.or_ or any(_matches(spec, c, row, named) for c in value.or_)
+
+
+def _s(**ops: Any) -> StringFilter:
+    return StringFilter(**ops)
+
+
+ACCOUNT_INDEXES = {"ix_indexer_transfers_sender", "ix_indexer_transfers_recipient"}
+#: Accounts at any depth of and/or, each served by the account indexes. (list, what, filter,
+#: the indexes walked: None for the event accounts' primary key with events read by key).
+NESTED = [
+    ("transfers", "or of account and to", TransferFilter(or_=[
+        TransferFilter(account=_eq(RARE)), TransferFilter(to=_eq("nobody"))]), ACCOUNT_INDEXES),
+    ("transfers", "account in, nested in and/or beside a block range", TransferFilter(
+        block_number=IntFilter(greater_than_or_equal_to=400), and_=[TransferFilter(or_=[
+            TransferFilter(account=_s(in_=[RARE, "nobody"])),
+            TransferFilter(from_=_eq("nobody-2"))])]), ACCOUNT_INDEXES),
+    ("transfers", "two accounts that must both hold", TransferFilter(and_=[
+        TransferFilter(account=_eq(RARE)), TransferFilter(account=_eq(BUSY[0]))]),
+     ACCOUNT_INDEXES),
+    ("transfers", "to, three deep", TransferFilter(or_=[
+        TransferFilter(and_=[TransferFilter(or_=[TransferFilter(to=_eq(RARE))])]),
+        TransferFilter(from_=_eq(RARE), block_number=IntFilter(less_than=700))]),
+     ACCOUNT_INDEXES),
+    ("events", "or of accounts", EventFilter(or_=[
+        EventFilter(account=_eq(RARE)), EventFilter(account=_eq("other"))]), None),
+    ("events", "account beside an or of pallets", EventFilter(
+        and_=[EventFilter(account=_eq(RARE))],
+        or_=[EventFilter(pallet=_eq("Balances")), EventFilter(pallet=_eq("System"))]), None),
+    ("events", "two accounts that must both hold", EventFilter(or_=[EventFilter(and_=[
+        EventFilter(account=_eq(RARE)), EventFilter(account=_eq("other"))])]), None),
+    ("heartbeats", "or of accounts, one with an epoch", HeartbeatFilter(or_=[
+        HeartbeatFilter(account=_eq(RARE)), HeartbeatFilter(and_=[
+            HeartbeatFilter(account=_eq("nobody")),
+            HeartbeatFilter(epoch=IntFilter(greater_than=1))])]),
+     {"ix_indexer_heartbeats_account"}),
+    ("extrinsics", "or of signers", ExtrinsicFilter(or_=[
+        ExtrinsicFilter(signer=_eq(RARE)), ExtrinsicFilter(signer=_s(in_=["nobody", RARE]))]),
+     {"ix_indexer_extrinsics_signer"}),
+]
+LISTS = {
+    "transfers": (filters.TRANSFERS, TransferRow, "transfer"),
+    "events": (filters.EVENTS, EventRow, "event"),
+    "heartbeats": (filters.HEARTBEATS, HeartbeatRow, "heartbeat"),
+    "extrinsics": (filters.EXTRINSICS, ExtrinsicRow, "extrinsic"),
+}
+
+
+def _read(c: Connection, net: int, name: str, value: Any, desc: bool,
+          after: str | None) -> queries.Page:
+    spec = LISTS[name][0]
+    branches = filters.branches(spec, value)
+    where = [b.where for b in branches]
+    if name == "transfers":
+        return queries.transfers(c, net, 2, after, desc, account=None, sender=None,
+                                 recipient=None, low=None, high=None, where=where)
+    if name == "events":
+        return queries.events(c, net, 2, after, desc, pallet=None, name=None, account=None,
+                              low=None, high=None, where=where,
+                              joined=[b.joined for b in branches])
+    if name == "heartbeats":
+        return queries.heartbeats(c, net, 2, after, desc, account=None, low=None, high=None,
+                                  where=where)
+    return queries.extrinsics(c, net, 2, after, desc, pallet=None, call=None, account=None,
+                              success=None, low=None, high=None, where=where)
+
+
+@pytest.mark.parametrize("desc", [False, True], ids=["asc", "desc"])
+@pytest.mark.parametrize(("name", "what", "value", "indexes"), NESTED,
+                         ids=[f"{n[0]}: {n[1]}" for n in NESTED])
+def test_accounts_nested_in_and_or_walk_the_account_indexes(indexed, name, what, value,
+                                                             indexes, desc):
+    """Each conjunction of the filter's and/or tree is its own index range: the pages (both
+    orders, after a cursor) and the count walk only the account indexes, and what they return
+    is what the filter means, checked row by row over the whole table."""
+    db, net = indexed
+    spec, table, kind = LISTS[name]
+    with db.engine.connect() as c:
+        lookups: frozenset[str] = frozenset()
+        if indexes is None:
+            indexes = {_primary_key(c, "indexer_event_accounts")}
+            lookups = frozenset({_primary_key(c, "indexer_events")})
+        first = _read(c, net, name, value, desc, None)
+        _assert_served(c, f"{name}({what}) page",
+                       lambda: _read(c, net, name, value, desc, None), indexes, lookups)
+        if first.keys:
+            _assert_served(c, f"{name}({what}) next page", lambda: _read(
+                c, net, name, value, desc, queries.encode_cursor(kind, first.keys[-1])),
+                indexes, lookups)
+        _assert_served(c, f"{name}({what}).totalCount", lambda: queries.count(c, first, CAP),
+                       indexes, lookups)
+        keys, after = [], None
+        while True:
+            got = _read(c, net, name, value, desc, after)
+            keys += [tuple(k) for k in got.keys]
+            if not got.has_next:
+                break
+            after = queries.encode_cursor(kind, got.keys[-1])
+        named: dict[tuple[int, int], list[str]] = {}
+        for r in c.execute(select(EventAccountRow).where(EventAccountRow.network_id == net)):
+            named.setdefault((r.block_number, r.event_idx), []).append(r.account)
+        sort_key = [table.block_number, getattr(table, "event_idx", None) or table.idx]
+        brute = sorted(((r.block_number, getattr(r, sort_key[1].key))
+                        for r in c.execute(select(table).where(table.network_id == net))
+                        if _matches(spec, value, r, named)), reverse=desc)
+        assert brute, f"{name}({what}) matches nothing: a vacuous check"
+        assert keys == brute
+        assert queries.count(c, first, CAP) == (len(brute), False)
+
+
+def test_a_filter_past_the_branch_bound_is_refused_naming_where():
+    """Every or member times the ors beside it, each value of a key's in, both sides of an
+    account: past MAX_BRANCHES the filter is refused with the place it overflowed, never read
+    as one condition the planner may serve by a walk of the whole list."""
+    many = [f"a{i}" for i in range(100)]
+    assert len(filters.branches(filters.TRANSFERS, TransferFilter(
+        account=StringFilter(in_=many)))) == filters.MAX_BRANCHES
+    cases = [
+        (TransferFilter(account=StringFilter(in_=many), block_number=IntFilter(
+            greater_than=1), or_=[TransferFilter(to=_eq("x")), TransferFilter(to=_eq("y"))]),
+         r"^filter: the filter expands to 201 or more index branches, at most 200"),
+        (TransferFilter(and_=[
+            TransferFilter(or_=[TransferFilter(to=_eq(f"t{i}")) for i in range(15)]),
+            TransferFilter(or_=[TransferFilter(from_=_eq(f"f{i}")) for i in range(15)])]),
+         r"^filter\.and\[1\]: the filter expands to 225 or more index branches"),
+        (TransferFilter(account=StringFilter(in_=many),
+                        and_=[TransferFilter(account=_eq("x"))]),
+         r"^filter\.account\.in: the filter expands to 400 or more"),
+        (EventFilter(or_=[EventFilter(pallet=_eq(p)) for p in "PQR"],
+                     account=StringFilter(in_=many)),
+         r"^filter: the filter expands to 201 or more"),
+    ]
+    for value, message in cases:
+        spec = filters.TRANSFERS if isinstance(value, TransferFilter) else filters.EVENTS
+        with pytest.raises(filters.TooManyBranches, match=message):
+            filters.branches(spec, value)
+        with pytest.raises(filters.TooManyBranches, match=message):
+            filters.count_branches(spec, value)
+    # Repeated members are one branch: an or cannot be padded into many reads of one range.
+    same = TransferFilter(or_=[TransferFilter(to=_eq(RARE))] * 30)
+    assert len(filters.branches(filters.TRANSFERS, same)) == 1
