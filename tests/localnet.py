@@ -6,9 +6,9 @@ that imports this one on one xdist worker).
 --json``, and ``localnet down --purge --yes`` at the end, whatever happened.
 
 ``shared_network(tmp_path_factory)`` gives the default network (a plain ``localnet up``) to the
-modules that leave it running (monitoring, drills, backup, deploy's end to end). One ``localnet up`` from
-nothing serves them all, each module starting with a no-change ``localnet up`` that checks it
-and restarts what is down. A module that starts a network of its own first purges the shared
+modules that leave it running (monitoring, drills, backup, deploy's end to end). One ``localnet
+up`` from nothing serves them all, each module starting with a no-change ``localnet up`` that
+checks it and restarts what is down. A module that starts a network of its own first purges the shared
 one (the fixed ports), and the next module that asks for it starts it again. The modules that
 use it (through the session fixture ``shared_localnet``) run one after the other
 (tests/process_lane.py).
