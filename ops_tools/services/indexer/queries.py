@@ -8,8 +8,10 @@ grows.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +30,7 @@ from sqlalchemy import (
     tuple_,
     union,
 )
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.ext.compiler import compiles
 
 from ops_tools.services.indexer.tables import (
@@ -126,6 +129,44 @@ def _after(cols: Sequence[ColumnElement[Any]], key: Sequence[Any], desc: bool) -
     # The leading column's bound alone is a range an index seeks to: with the OR only, a later
     # page walks its index from the start of the list's range to the cursor.
     return and_(cols[0] <= key[0] if desc else cols[0] >= key[0], or_(*clauses))
+
+
+# SQLite calls the progress handler every this many virtual-machine steps (a few ms of work).
+_SQLITE_STEPS = 10_000
+
+
+def _timed_out(seconds: float) -> QueryError:
+    return QueryError(
+        f"the read took longer than {seconds:g} s (query_timeout_s) and was stopped: narrow the"
+        " filter with a field an index serves (account, pallet and name or call, signer, a block"
+        " range) or ask for a smaller page")
+
+
+@contextlib.contextmanager
+def read_deadline(conn: Connection, seconds: float) -> Iterator[None]:
+    """Every statement of one read stops after ``seconds`` with a QueryError: whatever the
+    filters and the planner make of them, no request holds the database longer (PostgreSQL's
+    statement_timeout for the transaction; SQLite's progress handler, which interrupts it)."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(f"SET LOCAL statement_timeout = {max(1, round(seconds * 1000))}")
+        try:
+            yield
+        except DBAPIError as exc:
+            if getattr(exc.orig, "sqlstate", None) == "57014":  # query_canceled
+                raise _timed_out(seconds) from None
+            raise
+        return
+    raw = conn.connection.driver_connection
+    deadline = time.monotonic() + seconds
+    raw.set_progress_handler(lambda: time.monotonic() > deadline, _SQLITE_STEPS)
+    try:
+        yield
+    except OperationalError as exc:
+        if "interrupted" in str(exc.orig):
+            raise _timed_out(seconds) from None
+        raise
+    finally:
+        raw.set_progress_handler(None, 0)
 
 
 def _index_walks(conn: Connection) -> None:

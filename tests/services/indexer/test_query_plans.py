@@ -26,6 +26,7 @@ from ops_tools.services.common.migrations import migrate
 from ops_tools.services.indexer import filters, queries, store
 from ops_tools.services.indexer.app import MIGRATIONS, VERSION_TABLE
 from ops_tools.services.indexer.schema import (
+    BooleanFilter,
     EventFilter,
     ExtrinsicFilter,
     HeartbeatFilter,
@@ -42,6 +43,7 @@ from ops_tools.services.indexer.tables import (
     TransferRow,
 )
 from tests.conftest import free_port
+from tests.services.indexer.harness import Api
 from tests.services.postgres import PostgresServer
 
 ROWS = 20_000
@@ -710,3 +712,41 @@ def test_a_names_in_beside_a_pallet_is_a_branch_per_name():
         pallet=_eq("P"), name=names, account=_eq(RARE)))) == 1
     assert len(filters.branches(filters.EVENTS, EventFilter(
         name=names, block_number=IntFilter(greater_than=1, less_than=100)))) == 1
+
+
+# The one walk the index rules still allow: success beside a pallet checks every extrinsic of
+# the pallet in order, and none here failed, so a page of failed ones walks all of them.
+RESIDUAL = ExtrinsicFilter(pallet=_eq("Balances"), success=BooleanFilter(equal_to=False))
+
+
+def test_a_read_past_its_deadline_is_stopped_with_a_clear_error(indexed):
+    """query_timeout_s bounds what the database makes of an accepted filter: the walk is
+    stopped (SQLite's progress handler, PostgreSQL's statement_timeout) with an error that
+    names the setting and what to do; with time enough, the same read answers."""
+    db, net = indexed
+    stopped = r"longer than 0\.0001 s \(query_timeout_s\).*narrow the filter"
+    with db.engine.begin() as c, pytest.raises(queries.QueryError, match=stopped), \
+            queries.read_deadline(c, 0.0001):
+        queries.count(c, _read(c, net, "extrinsics", RESIDUAL, False, None), CAP)
+    with db.engine.begin() as c:
+        with queries.read_deadline(c, 60):
+            page = _read(c, net, "extrinsics", RESIDUAL, False, None)
+            assert page.rows == [] and queries.count(c, page, CAP)[0] == 0
+        # The deadline ends with its read: the connection walks on without one.
+        assert len(_read(c, net, "extrinsics", ExtrinsicFilter(pallet=_eq("Balances")),
+                         False, None).rows) == 2
+
+
+def test_the_api_stops_a_read_past_query_timeout_s(indexed, tmp_path):
+    db, _net = indexed
+    api = Api(tmp_path, "ws://127.0.0.1:9", db.engine.url.render_as_string(hide_password=False),
+              query_timeout_s=0.0001)
+    try:
+        status, body = api.post("query($f: ExtrinsicFilter) { extrinsics(first: 5, filter: $f)"
+                                " { totalCount edges { node { hash } } } }",
+                                {"f": {"pallet": {"equalTo": "Balances"},
+                                       "success": {"equalTo": False}}})
+    finally:
+        api.close()
+    messages = [e["message"] for e in body.get("errors") or []]
+    assert any("(query_timeout_s)" in m for m in messages), (status, body)
