@@ -6,11 +6,11 @@ that imports this one on one xdist worker).
 --json``, and ``localnet down --purge --yes`` at the end, whatever happened.
 
 ``shared_network(tmp_path_factory)`` gives the default network (a plain ``localnet up``) to the
-modules that leave it as they found it (monitoring, drills, backup). One ``localnet up`` from
-nothing serves them all, each module starting with a no-change ``localnet up`` that checks it
-and restarts what is down. A module that starts a network of its own first purges the shared
-one (the fixed ports), and the next module that asks for it starts it again. The modules that
-use it (through the session fixture ``shared_localnet``) run one after the other
+modules that leave it running (monitoring, drills, backup, deploy's end to end). One ``localnet
+up`` from nothing serves them all, each module starting with a no-change ``localnet up`` that
+checks it and restarts what is down. A module that starts a network of its own first purges the
+shared one (the fixed ports), and the next module that asks for it starts it again. The modules
+that use it (through the session fixture ``shared_localnet``) run one after the other
 (tests/process_lane.py).
 
 A failed ``localnet up`` says why in the assertion: ``supervisorctl status`` and the end of the

@@ -178,13 +178,18 @@ SHARED_NETWORK = "shared_localnet"  # the fixture of the shared default network 
 
 
 def shared_network_together(items: list[pytest.Item]) -> list[pytest.Item]:
-    """The tests on the shared default network moved up to the first of them, in their order,
-    the rest as they were: one ``localnet up`` serves them all unless a network of another
-    module's own comes between them and purges it."""
+    """The tests on the shared default network moved up to the first of them, in their order
+    (those of a module that says ``SHARED_NETWORK_LAST`` after the others), the rest as they
+    were: one ``localnet up`` serves them all unless a network of another module's own comes
+    between them and purges it."""
     shared = [item for item in items if SHARED_NETWORK in getattr(item, "fixturenames", ())]
     if not shared:
         return items
+    # A module that stops the network's programs on purpose says SHARED_NETWORK_LAST: the others
+    # then never start on a network that is just coming back (sorted() keeps the order otherwise).
     first = items.index(shared[0])
+    shared = sorted(shared, key=lambda item: bool(getattr(getattr(item, "module", None),
+                                                              "SHARED_NETWORK_LAST", False)))
     ids = {id(item) for item in shared}
     rest = [item for item in items if id(item) not in ids]
     return rest[:first] + shared + rest[first:]

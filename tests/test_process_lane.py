@@ -159,8 +159,12 @@ def test_under_xdist_a_module_fixture_is_set_up_once_and_the_test_hosts_on_one_w
 
 
 class _Item:
-    def __init__(self, name: str, *fixtures: str) -> None:
-        self.name, self.fixturenames = name, fixtures
+    def __init__(self, name: str, *fixtures: str, module: object = None) -> None:
+        self.name, self.fixturenames, self.module = name, fixtures, module
+
+
+class _LastModule:
+    SHARED_NETWORK_LAST = True
 
 
 def test_the_shared_networks_tests_move_up_to_the_first_of_them_in_their_order() -> None:
@@ -172,6 +176,16 @@ def test_the_shared_networks_tests_move_up_to_the_first_of_them_in_their_order()
     assert [i.name for i in ordered] == ["a", "backup", "drills", "monitoring", "deploy", "e"]
     plain = [_Item("x"), _Item("y")]
     assert shared_network_together(plain) == plain  # type: ignore[arg-type]
+
+
+def test_a_module_that_disturbs_the_shared_network_runs_after_the_others_on_it() -> None:
+    from tests.process_lane import SHARED_NETWORK, shared_network_together
+
+    items = [_Item("a"), _Item("deploy-1", SHARED_NETWORK, module=_LastModule),
+             _Item("deploy-2", SHARED_NETWORK, module=_LastModule),
+             _Item("drills", SHARED_NETWORK), _Item("e"), _Item("monitoring", SHARED_NETWORK)]
+    ordered = shared_network_together(items)  # type: ignore[arg-type]
+    assert [i.name for i in ordered] == ["a", "drills", "monitoring", "deploy-1", "deploy-2", "e"]
 
 
 class _Grouped(_Item):

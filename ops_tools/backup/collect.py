@@ -7,12 +7,12 @@ import contextlib
 import json
 import os
 import re
-import sqlite3
 import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from ops_tools.backup.hostio import LOCAL, HostIO
 from ops_tools.backup.locate import Deployment, NodeSite, ServiceSite
 from ops_tools.backup.manifest import Member, check_component, sha256
 from ops_tools.errors import OpsError
@@ -26,40 +26,38 @@ DUMP_TIMEOUT_S = 600
 KEYSTORE_NAME = re.compile(r"^[0-9a-f]{8}[0-9a-f]{2,256}$")
 
 
-def read_bounded(path: Path, limit: int, what: str) -> bytes:
-    try:
-        with path.open("rb") as fh:
-            data = fh.read(limit + 1)
-    except OSError as exc:
-        raise OpsError(f"{what}: cannot read {path} ({exc.strerror})") from None
-    if len(data) > limit:
-        raise OpsError(f"{what}: {path} is larger than {limit} bytes; not what a backup saves")
+def read_bounded(path: Path, limit: int, what: str, io: HostIO = LOCAL) -> bytes:
+    data = io.read(path, limit, what)
+    if data is None:
+        raise OpsError(f"{what}: {path} does not exist on {io.where}; re-converge the host"
+                       " (playbooks/site.yml), or leave it out (--host)")
     return data
 
 
 def node_key(node: NodeSite) -> Member:
     path = node.node_key_path
     return Member(f"nodes/{node.host}/node_key", "node_key", node.host,
-                  read_bounded(path, MAX_KEY_BYTES, f"{node.host}'s node key"),
+                  read_bounded(path, MAX_KEY_BYTES, f"{node.host}'s node key", node.io),
                   {"peer_id": node.manifest.get("peer_id")})
 
 
 def keystore(node: NodeSite) -> list[Member]:
     root = node.keystore_path
-    if not root.is_dir():
+    names = node.io.files(root)
+    if names is None:
         raise OpsError(f"{node.host}: its keystore {root} does not exist; an authority without"
                        " its session keys cannot be backed up (restore it first)")
-    files = sorted(p for p in root.iterdir() if p.is_file() and not p.is_symlink())
-    if len(files) > MAX_KEYSTORE_FILES:
-        raise OpsError(f"{node.host}: {root} holds {len(files)} files, more than"
+    if len(names) > MAX_KEYSTORE_FILES:
+        raise OpsError(f"{node.host}: {root} holds {len(names)} files, more than"
                        f" {MAX_KEYSTORE_FILES}; not a session keystore")
     members = []
-    for path in files:
-        if not KEYSTORE_NAME.match(path.name):
+    for name in names:
+        if not KEYSTORE_NAME.match(name):
             continue  # not a key (an editor's backup, a lock file)
-        members.append(Member(f"nodes/{node.host}/keystore/{check_component(path.name, 'key')}",
+        members.append(Member(f"nodes/{node.host}/keystore/{check_component(name, 'key')}",
                               "keystore", node.host,
-                              read_bounded(path, MAX_KEY_BYTES, f"{node.host}'s keystore")))
+                              read_bounded(root / name, MAX_KEY_BYTES, f"{node.host}'s keystore",
+                                           node.io)))
     if not members:
         raise OpsError(f"{node.host}: its keystore {root} holds no key; restore it before a"
                        " backup, or the backup would save an authority without its keys")
@@ -73,25 +71,15 @@ def private_tmp() -> Iterator[Path]:
         yield Path(tmp)
 
 
-def sqlite_copy(path: Path) -> bytes:
+def sqlite_copy(path: Path, io: HostIO = LOCAL) -> bytes:
     """A consistent copy of a live SQLite database (the backup API copies under SQLite's own
-    locking, so a write in progress is either in the copy or not, never half of it)."""
-    if not path.is_file():
-        raise OpsError(f"the database {path} does not exist; start the service once, or leave"
-                       " its host out (--host)")
-    with private_tmp() as tmp:
-        copy = tmp / "copy.db"
-        # mode=rw: never create an empty database where the service's is missing
-        source = sqlite3.connect(f"{path.resolve().as_uri()}?mode=rw", uri=True, timeout=30)
-        try:
-            target = sqlite3.connect(copy)
-            try:
-                source.backup(target)
-            finally:
-                target.close()
-        finally:
-            source.close()
-        return read_bounded(copy, MAX_DATABASE_BYTES, f"the copy of {path}")
+    locking, so a write in progress is either in the copy or not, never half of it), made on
+    the database's host."""
+    data = io.sqlite_copy(path, MAX_DATABASE_BYTES)
+    if data is None:
+        raise OpsError(f"the database {path} does not exist on {io.where}; start the service"
+                       " once, or leave its host out (--host)")
+    return data
 
 
 def pg_env(url: str) -> dict[str, str]:
@@ -122,9 +110,14 @@ def pg_dump(url: str) -> bytes:
 
 def database(site: ServiceSite) -> Member:
     if site.engine == "postgresql":
+        if site.io is not LOCAL:
+            raise OpsError(f"{site.host}: its {site.service} keeps its database in PostgreSQL"
+                           " on a remote machine; ops-tools backup dumps PostgreSQL from this"
+                           " machine only (docs/backup.md, \"Not yet\"): leave the host out"
+                           " (--host) and pg_dump it there")
         data, suffix = pg_dump(site.database_url), "pgdump"
     else:
-        data, suffix = sqlite_copy(site.sqlite_path), "sqlite"
+        data, suffix = sqlite_copy(site.sqlite_path, site.io), "sqlite"
     return Member(f"services/{site.host}/{site.service}.{suffix}", "database", site.host, data,
                   {"service": site.service, "engine": site.engine})
 
@@ -133,8 +126,8 @@ def release(nodes: list[NodeSite]) -> list[Member]:
     """The spec and binary the network runs (an authority's, else any node's), with sums."""
     node = sorted(nodes, key=lambda n: (n.role != "authority", n.host))[0]
     binary = node.manifest.get("binary") or {}
-    spec = read_bounded(node.chainspec_path, MAX_RELEASE_FILE_BYTES, "the chain spec")
-    exe = read_bounded(node.binary_path, MAX_RELEASE_FILE_BYTES, "the node binary")
+    spec = read_bounded(node.chainspec_path, MAX_RELEASE_FILE_BYTES, "the chain spec", node.io)
+    exe = read_bounded(node.binary_path, MAX_RELEASE_FILE_BYTES, "the node binary", node.io)
     if binary.get("sha256") and sha256(exe) != binary["sha256"]:
         raise OpsError(f"{node.host}: the binary {node.binary_path} has sha256 {sha256(exe)}, its"
                        f" manifest records {binary['sha256']}; re-converge before a backup")

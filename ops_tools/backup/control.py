@@ -1,39 +1,31 @@
-"""Stopping and starting a program of this machine through its service manager
-(``ops_tools.programs``), idempotently: a stopped program stays stopped, a running one is not
-started twice."""
+"""Stopping and starting a program through its service manager (``ops_tools.programs``), on
+this machine or on its remote host (``backup.hostio``), idempotently: a stopped program stays
+stopped, a running one is not started twice."""
 
 from __future__ import annotations
 
-import subprocess
-
+from ops_tools.backup.hostio import LOCAL, HostIO
 from ops_tools.errors import OpsError
 from ops_tools.programs import Program
 
-TIMEOUT_S = 120
 
-
-def _run(program: Program, action: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(program.argv(action, local=True), capture_output=True, text=True,
-                          timeout=TIMEOUT_S, check=False)
-
-
-def running(program: Program) -> bool:
-    proc = _run(program, "status" if program.supervisor else "is-active")
+def running(program: Program, io: HostIO = LOCAL) -> bool:
+    proc = io.program(program, "status" if program.supervisor else "is-active")
     return program.running(proc.stdout)
 
 
-def _act(program: Program, action: str) -> None:
-    proc = _run(program, action)
+def _act(program: Program, action: str, io: HostIO) -> None:
+    proc = io.program(program, action)
     if proc.returncode != 0:
-        raise OpsError(f"{' '.join(program.argv(action))} failed:"
+        raise OpsError(f"{io.where}: {' '.join(program.argv(action))} failed:"
                        f" {(proc.stdout + proc.stderr).strip()[-300:]}")
 
 
-def stop(program: Program) -> None:
-    if running(program):
-        _act(program, "stop")
+def stop(program: Program, io: HostIO = LOCAL) -> None:
+    if running(program, io):
+        _act(program, "stop", io)
 
 
-def start(program: Program) -> None:
-    if not running(program):
-        _act(program, "start")
+def start(program: Program, io: HostIO = LOCAL) -> None:
+    if not running(program, io):
+        _act(program, "start", io)

@@ -17,9 +17,8 @@ to undo a run killed mid-fault.
 from __future__ import annotations
 
 import contextlib
-import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -68,37 +67,39 @@ class KeyLossReport:
 
 def session_keys(node: NodeSite) -> list[str]:
     """The keystore's keys as Substrate names them: hex(key type) + hex(public key)."""
-    root = node.keystore_path
-    return sorted(p.name for p in root.iterdir() if p.is_file()) if root.is_dir() else []
+    return sorted(node.io.files(node.keystore_path) or [])
 
 
 def _peer_id(node: NodeSite) -> str:
     return str(RpcClient(node.rpc_url, timeout=3).call("system_localPeerId"))
 
 
-def _authority(inventory: Path, host: str) -> tuple[NodeSite, str]:
-    dep = locate(load_inventory(inventory))
-    node = dep.node(host)
-    if node is None or node.role != "authority":
-        raise InputError(f"--host {host}: not a deployed authority of inventory {inventory}")
-    public = next((n for n in dep.nodes if n.role == "rpc"), None)
-    return node, (public or node).rpc_url
+@contextlib.contextmanager
+def _authority(inventory: Path, host: str) -> Iterator[tuple[NodeSite, str]]:
+    """The authority and the public node's RPC URL (forwarded for a remote one), while open."""
+    with locate(load_inventory(inventory)) as dep:
+        node = dep.node(host)
+        if node is None or node.role != "authority":
+            raise InputError(f"--host {host}: not a deployed authority of inventory {inventory}")
+        public = next((n for n in dep.nodes if n.role == "rpc"), None)
+        yield node, (public or node).rpc_url
 
 
 def heal(inventory: Path, backup_dir: Path, passphrase_file: Path, host: str = "authority-0",
          on_step: Callable[[str], None] = lambda _: None) -> bool:
     """Undo a drill that stopped mid-fault: restore the authority's keys from ``backup_dir`` if
     either is missing, and start it. Whether anything had to be restored."""
-    node, _ = _authority(inventory, host)
-    missing = not node.node_key_path.exists() or not session_keys(node)
-    if missing:
-        if not (backup_dir / "manifest.json").is_file():
-            raise DrillFailed(f"{host} lacks its keys and {backup_dir} holds no backup; restore"
-                              " them from the latest backup: ops-tools restore --host"
-                              f" {host} --kind node_key --kind keystore (docs/backup.md)")
-        restore.restore(inventory, backup_dir, passphrase_file, hosts=[host],
-                        kinds=["node_key", "keystore"], on_step=on_step)
-    control.start(node.program)
+    with _authority(inventory, host) as (node, _):
+        missing = not node.io.exists(node.node_key_path) or not session_keys(node)
+        if missing:
+            if not (backup_dir / "manifest.json").is_file():
+                raise DrillFailed(f"{host} lacks its keys and {backup_dir} holds no backup;"
+                                  " restore them from the latest backup: ops-tools restore"
+                                  f" --host {host} --kind node_key --kind keystore"
+                                  " (docs/backup.md)")
+            restore.restore(inventory, backup_dir, passphrase_file, hosts=[host],
+                            kinds=["node_key", "keystore"], on_step=on_step)
+        control.start(node.program, node.io)
     return missing
 
 
@@ -106,7 +107,14 @@ def key_loss(inventory: Path, backup_dir: Path, passphrase_file: Path,
              host: str = "authority-0", on_step: Callable[[str], None] = lambda _: None,
              timeout_s: float = RECOVER_TIMEOUT_S) -> KeyLossReport:
     """Run the drill; ``backup_dir`` is a new directory for its backup."""
-    node, public = _authority(inventory, host)
+    with _authority(inventory, host) as (node, public):
+        return _key_loss(inventory, backup_dir, passphrase_file, host, node, public, on_step,
+                         timeout_s)
+
+
+def _key_loss(inventory: Path, backup_dir: Path, passphrase_file: Path, host: str,
+              node: NodeSite, public: str, on_step: Callable[[str], None],
+              timeout_s: float) -> KeyLossReport:
     on_step("checking that finality advances (a drill never starts on a sick network)")
     wait_finality_advances(public, HEALTH_TIMEOUT_S)
     peer_before, keys_before = _peer_id(node), session_keys(node)
@@ -123,11 +131,11 @@ def key_loss(inventory: Path, backup_dir: Path, passphrase_file: Path,
 
     on_step(f"stopping {host}")
     stopped = time.monotonic()
-    control.stop(node.program)
+    control.stop(node.program, node.io)
     try:
         on_step(f"deleting {node.keystore_path} and {node.node_key_path}")
-        shutil.rmtree(node.keystore_path)
-        node.node_key_path.unlink()
+        node.io.remove(node.keystore_path)
+        node.io.remove(node.node_key_path)
         # Read with the authority down for a while: a justification still in flight at the
         # stop has landed, and GRANDPA (two authorities, both votes needed) finalizes nothing
         # more until it signs again.

@@ -4,19 +4,22 @@ configuration file of roles/service), the release the nodes run (binary and spec
 manifests). Backup and restore both ask here, so restore writes where the deployment keeps a
 thing now, never where a name inside an archive points.
 
-Hosts on this machine only (``ansible_connection: local``, as the local network's); a host
-reached over SSH is refused with what to do (docs/backup.md).
+Hosts on this machine (``ansible_connection: local``, as the local network's) are read
+directly, the others over ``ssh`` with the inventory's connection variables and ``sudo -n``
+(``backup.hostio``): each site carries the ``HostIO`` it is reached through.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from ops_tools.backup import hostio
+from ops_tools.backup.hostio import LOCAL, HostIO
 from ops_tools.backup.manifest import check_component
 from ops_tools.deploy.inventory import Inventory
 from ops_tools.deploy.manifests import MANIFEST_NAME, SERVICE_MANIFEST_NAME
@@ -36,6 +39,7 @@ class NodeSite:
     host: str
     role: str
     manifest: dict[str, Any]
+    io: HostIO = field(default=LOCAL, compare=False, repr=False)
 
     def _path(self, key: str) -> Path:
         value = self.manifest.get(key)
@@ -66,7 +70,8 @@ class NodeSite:
 
     @property
     def rpc_url(self) -> str:
-        return f"http://127.0.0.1:{int(self.manifest['rpc_port'])}"
+        """Its RPC, which listens on its machine's loopback (a forward for a remote one)."""
+        return self.io.url(int(self.manifest["rpc_port"]))
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,7 @@ class ServiceSite:
     service: str
     database_url: str
     program: Program
+    io: HostIO = field(default=LOCAL, compare=False, repr=False)
 
     @property
     def engine(self) -> str:
@@ -92,6 +98,18 @@ class Deployment:
     nodes: list[NodeSite]
     undeployed: list[str]  # node hosts of the inventory without a manifest
     services: list[ServiceSite]
+    ios: list[HostIO] = field(default_factory=list, repr=False)
+
+    def close(self) -> None:
+        """Stop what reaching the hosts holds open (a remote node's RPC forward)."""
+        for io in self.ios:
+            io.close()
+
+    def __enter__(self) -> Deployment:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def node(self, host: str) -> NodeSite | None:
         return next((n for n in self.nodes if n.host == host), None)
@@ -129,19 +147,10 @@ def _plain(hv: dict[str, Any], name: str) -> str | None:
     return None if value is None or "{{" in str(value) else str(value)
 
 
-def _check_local(inv: Inventory, host: str) -> None:
-    connection = inv.hostvars.get(host, {}).get("ansible_connection")
-    if connection != "local":
-        raise InputError(
-            f"inventory {inv.path}: host {host} is reached over {connection or 'ssh'}; ops-tools"
-            " backup and restore read hosts of this machine only (ansible_connection: local)."
-            " Run them on that machine with an inventory naming it local (docs/backup.md)"
-        )
-
-
-def _read_json(path: Path) -> dict[str, Any] | None:
+def _read_json(io: HostIO, path: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads(path.read_text())
+        raw = io.read(path, MAX_CONFIG_BYTES, f"the manifest {path}")
+        data = json.loads(raw) if raw is not None else None
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
@@ -162,9 +171,10 @@ def _service_root(inv: Inventory, host: str, service: str) -> Path:
                 or f"/var/lib/net/{service}")
 
 
-def _service_program(inv: Inventory, host: str, service: str, root: Path) -> Program:
+def _service_program(inv: Inventory, host: str, service: str, root: Path,
+                     io: HostIO) -> Program:
     hv = inv.hostvars.get(host, {})
-    recorded = _read_json(root / SERVICE_MANIFEST_NAME) or {}
+    recorded = _read_json(io, root / SERVICE_MANIFEST_NAME) or {}
     manager = _plain(hv, "service_manager") or _var(inv, "net_service_manager", "systemd")
     if _var(inv, "net_localnet", False):
         conf = supervisor_conf(localnet_dir())
@@ -175,17 +185,16 @@ def _service_program(inv: Inventory, host: str, service: str, root: Path) -> Pro
                    str(conf) if manager == "supervisor" else "")
 
 
-def service_site(inv: Inventory, host: str, service: str) -> ServiceSite | None:
+def service_site(inv: Inventory, host: str, service: str,
+                 io: HostIO = LOCAL) -> ServiceSite | None:
     """The service on ``host`` as its configuration file says, or None when not deployed."""
     root = _service_root(inv, host, service)
     config = root / f"{service}.yml"
     try:
-        if config.stat().st_size > MAX_CONFIG_BYTES:
-            raise OpsError(f"{host}: {config} is larger than {MAX_CONFIG_BYTES} bytes; not a"
-                           " service configuration of roles/service")
-        settings = yaml.safe_load(config.read_text()) or {}
-    except FileNotFoundError:
-        return None
+        raw = io.read(config, MAX_CONFIG_BYTES, f"{host}'s service configuration")
+        if raw is None:
+            return None
+        settings = yaml.safe_load(raw) or {}
     except (OSError, yaml.YAMLError) as exc:
         raise OpsError(f"{host}: cannot read {config} ({exc}); re-converge the service") from None
     if not isinstance(settings, dict):
@@ -194,7 +203,8 @@ def service_site(inv: Inventory, host: str, service: str) -> ServiceSite | None:
     if not url:
         # the service's default (services/common/settings.py): SQLite in its state directory
         url = f"sqlite:///{Path(str(settings.get('state_dir') or root)) / (service + '.db')}"
-    return ServiceSite(host, service, str(url), _service_program(inv, host, service, root))
+    return ServiceSite(host, service, str(url), _service_program(inv, host, service, root, io),
+                       io)
 
 
 def locate(inv: Inventory, hosts: list[str] | None = None) -> Deployment:
@@ -203,25 +213,37 @@ def locate(inv: Inventory, hosts: list[str] | None = None) -> Deployment:
     unknown = sorted((wanted or set()) - set(inv.hosts()))
     if unknown:
         raise InputError(f"--host {', '.join(unknown)}: not a host of inventory {inv.path}")
+    ios: dict[Any, HostIO] = {}
+
+    def io_of(host: str) -> HostIO:
+        # One connection per machine: a machine's inventory hosts share its forwards.
+        io = hostio.of(host, inv.hostvars.get(host, {}))
+        key = getattr(getattr(io, "machine", None), "key", None)
+        return ios.setdefault(key, io) if key is not None else io
+
     nodes: list[NodeSite] = []
     undeployed: list[str] = []
-    for group in NODE_GROUPS:
-        for host in inv.hosts(group):
-            _check_local(inv, host)
-            check_component(host, "inventory host")
-            manifest = _read_json(node_manifest_path(inv, host))
-            if manifest is None:
-                undeployed.append(host)
-            else:
-                nodes.append(NodeSite(host, inv.role_of(host), manifest))
     services: list[ServiceSite] = []
-    for group, service in DATABASE_SERVICES.items():
-        for host in inv.hosts(group):
-            if wanted is not None and host not in wanted:
-                continue
-            _check_local(inv, host)
-            check_component(host, "inventory host")
-            site = service_site(inv, host, service)
-            if site is not None:
-                services.append(site)
-    return Deployment(inv, nodes, undeployed, services)
+    try:
+        for group in NODE_GROUPS:
+            for host in inv.hosts(group):
+                check_component(host, "inventory host")
+                io = io_of(host)
+                manifest = _read_json(io, node_manifest_path(inv, host))
+                if manifest is None:
+                    undeployed.append(host)
+                else:
+                    nodes.append(NodeSite(host, inv.role_of(host), manifest, io))
+        for group, service in DATABASE_SERVICES.items():
+            for host in inv.hosts(group):
+                if wanted is not None and host not in wanted:
+                    continue
+                check_component(host, "inventory host")
+                site = service_site(inv, host, service, io_of(host))
+                if site is not None:
+                    services.append(site)
+    except BaseException:
+        for io in ios.values():
+            io.close()
+        raise
+    return Deployment(inv, nodes, undeployed, services, list(ios.values()))

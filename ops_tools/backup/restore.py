@@ -9,8 +9,6 @@ be a newer build of the same genesis, which a restore must not downgrade.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import subprocess
 import time
 from collections.abc import Callable
@@ -18,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ops_tools import atomic
 from ops_tools.backup import collect, control, store
+from ops_tools.backup.hostio import LOCAL, HostIO
 from ops_tools.backup.locate import Deployment, locate
 from ops_tools.backup.manifest import KINDS, ManifestError, sha256
 from ops_tools.backup.take import passphrase_from
@@ -41,6 +39,7 @@ class Write:
     engine: str | None = None
     database_url: str | None = field(default=None, repr=False)
     mode: int = 0o600
+    io: HostIO = field(default=LOCAL, compare=False, repr=False)
 
     @property
     def writes(self) -> bool:
@@ -57,6 +56,7 @@ class Plan:
     network: dict[str, str]
     writes: list[Write]
     programs: dict[str, Program]  # host -> what is stopped before and started after
+    ios: dict[str, HostIO] = field(default_factory=dict, repr=False)  # host -> how it is reached
 
     def describe(self) -> list[str]:
         lines = [f"restore from {self.source} (genesis {self.network['genesis_hash']},"
@@ -68,13 +68,14 @@ class Plan:
         return lines
 
 
-def _change(target: Path, data: bytes) -> str:
-    if not target.exists():
-        return CREATE
+def _change(target: Path, data: bytes, io: HostIO = LOCAL) -> str:
     try:
-        return SAME if sha256(target.read_bytes()) == sha256(data) else REPLACE
+        found = io.sha256(target)
     except OSError:
         return REPLACE
+    if found is None:
+        return CREATE
+    return SAME if found == sha256(data) else REPLACE
 
 
 def _redacted(url: str) -> str:
@@ -104,6 +105,7 @@ def plan(verified: store.Verified, dep: Deployment, hosts: list[str] | None = No
         raise InputError(f"--kind {', '.join(bad)}: not one of {', '.join(KINDS)}")
     writes: list[Write] = []
     programs: dict[str, Program] = {}
+    ios: dict[str, HostIO] = {}
     for entry in verified.members:
         kind, host, name = entry["kind"], entry["host"], entry["name"]
         if kinds and kind not in kinds:
@@ -126,8 +128,9 @@ def plan(verified: store.Verified, dep: Deployment, hosts: list[str] | None = No
                 if not collect.KEYSTORE_NAME.match(file):
                     raise ManifestError(f"member {name!r}: {file!r} is not a keystore file name")
                 target = node.keystore_path / file
-            writes.append(Write(name, kind, host, str(target), _change(target, data)))
-            programs[host] = node.program
+            writes.append(Write(name, kind, host, str(target),
+                                _change(target, data, node.io), io=node.io))
+            programs[host], ios[host] = node.program, node.io
         elif kind == "database":
             site = dep.service(host)
             meta = entry.get("meta") or {}
@@ -141,14 +144,20 @@ def plan(verified: store.Verified, dep: Deployment, hosts: list[str] | None = No
             if site.engine == "sqlite":
                 path = site.sqlite_path
                 writes.append(Write(name, kind, host, str(path),
-                                    REPLACE if path.exists() else CREATE, "sqlite"))
+                                    REPLACE if site.io.exists(path) else CREATE, "sqlite",
+                                    io=site.io))
             else:
+                if site.io is not LOCAL:
+                    raise InputError(f"{host}: its {site.service} keeps its database in"
+                                     " PostgreSQL on a remote machine; restore it there with"
+                                     " pg_restore (docs/backup.md, \"Not yet\")")
                 writes.append(Write(name, kind, host, _redacted(site.database_url), REPLACE,
                                     "postgresql", site.database_url))
-            programs[host] = site.program
-    return Plan(verified.path, verified.network, writes,
-                {h: p for h, p in programs.items()
-                 if any(w.host == h and w.writes for w in writes)})
+            programs[host], ios[host] = site.program, site.io
+    restarted = {h: p for h, p in programs.items()
+                 if any(w.host == h and w.writes for w in writes)}
+    return Plan(verified.path, verified.network, writes, restarted,
+                {h: ios[h] for h in restarted})
 
 
 def _release_writes(entry: dict[str, Any], data: bytes, dep: Deployment,
@@ -161,10 +170,10 @@ def _release_writes(entry: dict[str, Any], data: bytes, dep: Deployment,
         if hosts and node.host not in hosts:
             continue
         target = node.binary_path if which == "binary" else node.chainspec_path
-        change = _change(target, data)
+        change = _change(target, data, node.io)
         out.append(Write(entry["name"], "release", node.host, str(target),
                          KEPT if change == REPLACE else change,
-                         mode=0o755 if which == "binary" else 0o644))
+                         mode=0o755 if which == "binary" else 0o644, io=node.io))
     return out
 
 
@@ -173,14 +182,12 @@ def _write(w: Write, data: bytes) -> None:
         _pg_restore(w, data)
         return
     target = Path(w.target)
-    if w.kind == "keystore":
-        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    atomic.write_bytes(target, data, mode=w.mode)
+    # a keystore deleted with its directory comes back 0700, as the node makes it
+    w.io.write(target, data, w.mode, 0o700 if w.kind == "keystore" else 0o755)
     if w.engine == "sqlite":
         # a journal of the replaced database would be applied to the restored one
         for suffix in ("-wal", "-shm", "-journal"):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(f"{target}{suffix}")
+            w.io.remove(Path(f"{target}{suffix}"))
 
 
 def _pg_restore(w: Write, data: bytes) -> None:
@@ -214,7 +221,7 @@ def apply(p: Plan, verified: store.Verified,
     try:
         for host, program in p.programs.items():
             on_step(f"stopping {host} ({program.name})")
-            control.stop(program)
+            control.stop(program, p.ios.get(host, LOCAL))
         for w in p.writes:
             if w.writes:
                 on_step(f"{w.change} {w.target}")
@@ -222,7 +229,7 @@ def apply(p: Plan, verified: store.Verified,
     finally:
         for host, program in p.programs.items():
             on_step(f"starting {host} ({program.name})")
-            control.start(program)
+            control.start(program, p.ios.get(host, LOCAL))
 
 
 def restore(inventory: Path, source: Path, passphrase_file: Path,
@@ -234,9 +241,9 @@ def restore(inventory: Path, source: Path, passphrase_file: Path,
     passphrase = passphrase_from(passphrase_file)
     on_step(f"verifying {source} (sums, authentication tag, names)")
     verified = store.read(source, passphrase)
-    dep = locate(load_inventory(inventory), hosts)
-    p = plan(verified, dep, hosts, kinds)
-    if not confirm(p):
-        raise OpsError("restore not confirmed; nothing was written")
-    apply(p, verified, on_step)
+    with locate(load_inventory(inventory), hosts) as dep:
+        p = plan(verified, dep, hosts, kinds)
+        if not confirm(p):
+            raise OpsError("restore not confirmed; nothing was written")
+        apply(p, verified, on_step)
     return RestoreResult(p, time.monotonic() - started)

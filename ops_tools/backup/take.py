@@ -44,14 +44,15 @@ def backup(inventory: Path, out: Path, passphrase_file: Path, hosts: list[str] |
         raise InputError(f"--out {out}: already exists; a backup never overwrites another."
                          " Name a new directory")
     inv = load_inventory(inventory)
-    dep = locate(inv, hosts)
-    network = dep.network()
-    missing = [h for h in dep.undeployed if not hosts or h in hosts]
-    if missing:
-        raise InputError(f"inventory {inventory}: {', '.join(missing)} not deployed (no"
-                         " deployed.json); deploy them, or leave them out with --host")
-    on_step(f"saving keys, databases and the release of genesis {network['genesis_hash'][:18]}…")
-    members = collect.collect(dep, hosts)
+    with locate(inv, hosts) as dep:
+        network = dep.network()
+        missing = [h for h in dep.undeployed if not hosts or h in hosts]
+        if missing:
+            raise InputError(f"inventory {inventory}: {', '.join(missing)} not deployed (no"
+                             " deployed.json); deploy them, or leave them out with --host")
+        on_step(f"saving keys, databases and the release of genesis"
+                f" {network['genesis_hash'][:18]}…")
+        members = collect.collect(dep, hosts)
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     manifest = mf.build(members, network, str(inventory), created)
     on_step(f"sealing {len(members)} members into {out}")

@@ -16,7 +16,7 @@ from rich.markup import escape
 from ops_tools.cli.output import err_console, print_json
 from ops_tools.deploy import paths
 from ops_tools.errors import InputError
-from ops_tools.operator import report, runner
+from ops_tools.operator import report, runner, units
 from ops_tools.operator import status as op_status
 from ops_tools.operator.context import DEFAULT_SERVICE_USER, ROOT, TEST_ENGINE, Options
 from ops_tools.wallet import inputs
@@ -150,6 +150,10 @@ def onboard(
     worker_port: int = typer.Option(8111, "--worker-port", help="Worker listen port."),
     worker_public_url: str | None = typer.Option(
         None, "--worker-public-url", help="The URL the gateway calls the worker at."),
+    drain_timeout: int | None = typer.Option(
+        None, "--drain-timeout", help="Seconds a stopping worker lets its requests in flight"
+        " finish (default 60, at most 3600); the service manager or docker waits that plus the"
+        " worker's shutdown before it kills it. Long generations need more."),
     keystore: Path | None = KeystoreOpt,
     state_dir: Path | None = StateOpt,
     timeout: float = typer.Option(180.0, "--timeout", help="Seconds each wait may take."),
@@ -201,6 +205,12 @@ def onboard(
     if worker_public_url is None and worker_host in ("0.0.0.0", "::"):  # noqa: S104
         raise InputError(f"--worker-public-url: none given while the worker listens on"
                          f" {worker_host}; give the URL the gateway reaches it at")
+    if drain_timeout is not None and worker_manifest is not None:
+        raise InputError("--drain-timeout: roles/worker deployed this worker; set"
+                         " worker_drain_timeout_s in the operator's inventory instead")
+    if drain_timeout is not None and not 1 <= drain_timeout <= units.DRAIN_TIMEOUT_MAX_S:
+        raise InputError(f"--drain-timeout: {drain_timeout}: give seconds from 1 to"
+                         f" {units.DRAIN_TIMEOUT_MAX_S}")
     if stake is not None and stake < 0:
         raise InputError(f"--stake: {stake}: a number of plancks, 0 or more")
     opts = Options(
@@ -228,6 +238,7 @@ def onboard(
         worker_host=worker_host,
         worker_port=worker_port,
         worker_public_url=worker_public_url,
+        drain_timeout_s=drain_timeout or Options.drain_timeout_s,
         timeout_s=timeout,
         worker_manifest=worker_manifest,
         container=container,

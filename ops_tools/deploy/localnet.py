@@ -16,7 +16,8 @@ from ops_tools.chain.rpc import RpcClient, RpcError
 from ops_tools.chain.status import wait_finality_advances, wait_serving
 from ops_tools.chainspec import render_cache
 from ops_tools.checksums import sha256_file
-from ops_tools.deploy import converge_inputs, local_engines
+from ops_tools.deploy import converge_inputs, local_engines, port_check
+from ops_tools.deploy.inventory import load_inventory
 from ops_tools.deploy.manifests import (
     MANIFEST_NAME,
     SERVICE_MANIFEST_NAME,
@@ -98,6 +99,8 @@ def up(on_step: Callable[[str], None] = lambda _: None, strategy: str | None = N
     """``converge``: run the playbook even when its inputs match the last successful run's."""
     local_engines.check_engine(engine)
     state = localnet_dir()
+    if not _supervisor_running(state):
+        _refuse_taken_ports(state)
     if engine != "test":
         local_engines.ensure_installed(on_step)
     state.mkdir(parents=True, exist_ok=True)
@@ -216,6 +219,12 @@ def gateway_api_key(state: Path, services: list[Service]) -> str | None:
         if svc.service == "gateway" and path.is_file():
             return path.read_text().strip() or None
     return None
+
+
+def _refuse_taken_ports(state: Path) -> None:
+    busy = port_check.taken(port_check.node_ports(load_inventory(LOCAL_INVENTORY)))
+    if busy:
+        raise InputError(port_check.conflict_message(busy, str(state), str(LOCAL_INVENTORY)))
 
 
 def _supervisorctl(state: Path, *args: str) -> subprocess.CompletedProcess[str]:

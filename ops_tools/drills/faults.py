@@ -35,7 +35,7 @@ class FirewallEnv(Env, Protocol):
     own (``drills.remote.RemoteNetwork``)."""
 
     def p2p_endpoint(self, host: str) -> tuple[str, int]: ...
-    def block(self, host: str, peers: list[tuple[str, int]]) -> None: ...
+    def block(self, host: str, peers: list[tuple[str, int]], anyone: bool = False) -> None: ...
     def unblock(self, host: str) -> None: ...
     def blocked(self, host: str) -> bool: ...
 
@@ -139,7 +139,9 @@ class FirewallPartition:
         env_facts = getattr(env, "on_facts", None)
         if env_facts is not None:  # journaled before the first rule goes in
             env_facts(facts)
-        fw.block(self.cut, [ends[h] for h in self.others])
+        # The cut authority drops p2p traffic with any address on the network's p2p ports: a
+        # node outside the inventory (an operator's full node) would otherwise relay its votes.
+        fw.block(self.cut, [ends[h] for h in self.others], anyone=True)
         for host in self.others:
             fw.block(host, [ends[self.cut]])
         return facts

@@ -46,10 +46,13 @@ def _port(port: int, what: str) -> int:
     return int(port)
 
 
-def ruleset(host: str, own_port: int, peers: Iterable[tuple[str, int]]) -> str:
+def ruleset(host: str, own_port: int, peers: Iterable[tuple[str, int]],
+            anyone: bool = False) -> str:
     """The table that cuts ``host`` (its node listening on ``own_port``) off from ``peers``
     ((address, p2p port) each), replacing any table of an earlier injection in one transaction:
-    applying it twice leaves one table."""
+    applying it twice leaves one table. With ``anyone``, from every address on those p2p ports
+    (the cut authority: a node outside the inventory, an operator's full node, would otherwise
+    relay its votes)."""
     own = _port(own_port, "own p2p port")
     peers = sorted(set(peers))
     if not peers or len(peers) > MAX_PEERS:
@@ -59,10 +62,16 @@ def ruleset(host: str, own_port: int, peers: Iterable[tuple[str, int]]) -> str:
     for address, port in peers:
         fam, ip = _addr(address)
         port = _port(port, f"p2p port of {address}")
+        if anyone:
+            continue
         inbound += [f"{fam} saddr {ip} tcp sport {port} drop",
                     f"{fam} saddr {ip} tcp dport {own} drop"]
         outbound += [f"{fam} daddr {ip} tcp dport {port} drop",
                      f"{fam} daddr {ip} tcp sport {own} drop"]
+    if anyone:
+        ports = sorted({own, *(int(p) for _, p in peers)})
+        inbound += [f"tcp sport {p} drop" for p in ports] + [f"tcp dport {own} drop"]
+        outbound += [f"tcp dport {p} drop" for p in ports] + [f"tcp sport {own} drop"]
     name = table(host)
 
     def chain(hook: str, rules: list[str]) -> str:
@@ -75,9 +84,10 @@ def ruleset(host: str, own_port: int, peers: Iterable[tuple[str, int]]) -> str:
             f"{chain('output', outbound)}\n}}\n")
 
 
-def apply_command(host: str, own_port: int, peers: Iterable[tuple[str, int]]) -> str:
+def apply_command(host: str, own_port: int, peers: Iterable[tuple[str, int]],
+                  anyone: bool = False) -> str:
     """The shell line that loads the table (through ``nft -f -`` from a here-document)."""
-    return f"nft -f - <<'NET_DRILL_EOF'\n{ruleset(host, own_port, peers)}NET_DRILL_EOF"
+    return f"nft -f - <<'NET_DRILL_EOF'\n{ruleset(host, own_port, peers, anyone)}NET_DRILL_EOF"
 
 
 def remove_command(host: str) -> str:

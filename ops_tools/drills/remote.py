@@ -1,6 +1,6 @@
 """A network on remote machines (the testnet's shape: ``inventories/testnet``, or the systemd
 test hosts) as the drills act on it, reached over SSH with the inventory's connection variables
-(``drills.ssh``): the deployed manifests read on each host, programs stopped and started with
+(``deploy.ssh``): the deployed manifests read on each host, programs stopped and started with
 ``systemctl`` through ``sudo``, the nodes' RPC and the monitoring (on their machines' loopback)
 through local port forwards, and the partition's rules in the hosts' own network namespaces
 (``drills.firewall``). The drill's journal and lock stay on the controller, under
@@ -24,11 +24,11 @@ from ops_tools.chain.rpc import RpcClient
 from ops_tools.deploy.inventory import Inventory, monitoring_urls
 from ops_tools.deploy.manifests import MANIFEST_NAME, SERVICE_MANIFEST_NAME
 from ops_tools.deploy.paths import NETWORKS
+from ops_tools.deploy.ssh import Forwards, Machine
 from ops_tools.drills import firewall
 from ops_tools.drills.faults import FaultError
 from ops_tools.drills.network import LocalNetwork
 from ops_tools.drills.scenarios import Topology
-from ops_tools.drills.ssh import Forwards, Machine
 from ops_tools.errors import InputError, OpsError
 from ops_tools.programs import Program
 
@@ -201,9 +201,9 @@ class RemoteNetwork(LocalNetwork):
             raise FaultError(f"{host}: {what} failed: {(proc.stderr or proc.stdout).strip()}")
         return proc.stdout
 
-    def block(self, host: str, peers: list[tuple[str, int]]) -> None:
+    def block(self, host: str, peers: list[tuple[str, int]], anyone: bool = False) -> None:
         own = self.p2p_endpoint(host)[1]
-        self._nft(host, firewall.apply_command(host, own, peers),
+        self._nft(host, firewall.apply_command(host, own, peers, anyone),
                   f"loading nftables table {firewall.table(host)}")
 
     def unblock(self, host: str) -> None:

@@ -20,7 +20,6 @@ import yaml
 from ops_tools.containers import run as containers
 from ops_tools.errors import InputError
 from ops_tools.operator.context import Options
-from ops_tools.operator.units import DRAIN_TIMEOUT_S
 from ops_tools.wallet.keystore import ETH_SUFFIX, SR25519_SUFFIX
 
 PASSPHRASE = "passphrase"  # noqa: S105 (the secret's file name)
@@ -55,7 +54,7 @@ def worker_config(opts: Options, genesis_hash: str) -> str:
         "genesis_hash": genesis_hash,
         # As on the host; the container's stop timeout is derived from it
         # (containers.default_stop_timeout), so docker never kills a draining worker.
-        "drain_timeout_s": DRAIN_TIMEOUT_S,
+        "drain_timeout_s": opts.drain_timeout_s,
         "log_level": "info",
     }
     if opts.engine_kind is not None:
@@ -101,7 +100,7 @@ def spec(opts: Options) -> containers.WorkerContainer:
         name=opts.program, image=opts.container_image,
         config_dir=opts.container_dir / "config",
         secrets={PASSPHRASE: opts.container_dir / "secrets" / PASSPHRASE},
-        model_file=opts.model_path, drain_timeout_s=DRAIN_TIMEOUT_S, user=f"{uid}:{gid}")
+        model_file=opts.model_path, drain_timeout_s=opts.drain_timeout_s, user=f"{uid}:{gid}")
 
 
 def deploy(opts: Options) -> bool:

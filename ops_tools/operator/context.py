@@ -59,6 +59,9 @@ class Options:
     worker_host: str = "127.0.0.1"
     worker_port: int = 8111
     worker_public_url: str | None = None
+    # How long the worker lets requests in flight finish on SIGTERM (--drain-timeout); the
+    # service manager's stop timeout is derived from it (units.stop_timeout_s).
+    drain_timeout_s: int = 60
     timeout_s: float = 180.0
     rpc_timeout_s: float = 60.0
     # The worker is deployed by roles/worker (playbooks/operator_worker.yml): its deployed

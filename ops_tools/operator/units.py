@@ -20,8 +20,12 @@ WATCHDOG_SEC = 120
 # timeout around it: the drain, uvicorn's graceful shutdown after it (10 s) and a margin, so
 # systemd or supervisord never kills a draining worker (docs/containers.md, the chain of stop
 # bounds; a container's is containers.run.default_stop_timeout).
-DRAIN_TIMEOUT_S = 60
-STOP_TIMEOUT_S = DRAIN_TIMEOUT_S + 45
+AFTER_DRAIN_S = 45
+DRAIN_TIMEOUT_MAX_S = 3600  # the worker's own bound (worker/config.py)
+
+
+def stop_timeout_s(opts: Options) -> int:
+    return opts.drain_timeout_s + AFTER_DRAIN_S
 
 
 def worker_config(opts: Options, genesis_hash: str, passphrase_file: Path) -> str:
@@ -38,7 +42,7 @@ def worker_config(opts: Options, genesis_hash: str, passphrase_file: Path) -> st
         "passphrase_file": str(passphrase_file),
         "genesis_hash": genesis_hash,
         "state_dir": str(opts.state_dir),
-        "drain_timeout_s": DRAIN_TIMEOUT_S,
+        "drain_timeout_s": opts.drain_timeout_s,
         "log_level": "info",
     }
     if opts.engine_kind is not None:
@@ -103,7 +107,7 @@ Restart=always
 RestartSec=5
 WatchdogSec={WATCHDOG_SEC}
 TimeoutStartSec=120
-TimeoutStopSec={STOP_TIMEOUT_S}
+TimeoutStopSec={stop_timeout_s(opts)}
 KillSignal=SIGTERM
 SuccessExitStatus=SIGTERM
 
@@ -139,7 +143,7 @@ WantedBy=multi-user.target
 
 def supervisor_program(opts: Options) -> str:
     return _supervisor_program(opts, opts.program, _command(opts), "worker.log",
-                               stop_wait_s=STOP_TIMEOUT_S)
+                               stop_wait_s=stop_timeout_s(opts))
 
 
 def _supervisor_program(opts: Options, program: str, command: str, log: str,

@@ -33,9 +33,17 @@ def load_keypair(s: settings.WorkerSettings) -> Keypair:
     return keystore.unlock_hotkey(s.account, read_passphrase_file(s.passphrase_file))
 
 
+# How long an idle keep-alive connection from the gateway stays open: longer than the gateway's
+# pool keeps one (60 s, gateway/service.py UPSTREAM_KEEPALIVE_S). uvicorn's default, 5 s, closed
+# the gateway's pooled connection at every pause of 5 s (the gateway's health checks come every
+# 5 s), so its next request paid a new connection, or raced the close and failed (a worker
+# failure to the gateway, retried elsewhere).
+KEEP_ALIVE_S = 75
+
+
 def _config(app: Any, host: str, port: int, log_level: str) -> uvicorn.Config:
     return uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
-                          timeout_graceful_shutdown=10)
+                          timeout_graceful_shutdown=10, timeout_keep_alive=KEEP_ALIVE_S)
 
 
 def _serve(app: Any, host: str, port: int, log_level: str) -> None:
@@ -77,8 +85,9 @@ def worker_main(argv: list[str] | None = None) -> None:
     assert s.engine_kind is not None
     engine = EngineFront(
         [make_engine(s.engine_kind, s.engine_url, s.models, s.test_engine_token_delay_ms,
-                      s.engine_model_path)]
-        + [make_engine(extra.kind, extra.url, []) for extra in s.extra_engines],
+                      s.engine_model_path, s.engine_keepalive_s)]
+        + [make_engine(extra.kind, extra.url, [], keepalive_s=s.engine_keepalive_s)
+           for extra in s.extra_engines],
         [[] if s.engine_kind == settings.TEST_ENGINE else list(s.models)]
         + [list(extra.models) for extra in s.extra_engines])
     holder: dict[str, Liveness] = {}

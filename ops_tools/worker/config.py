@@ -88,6 +88,10 @@ class WorkerSettings(BaseModel):
     # engine's one lock (engines/llamacpp.py). None: ask the engine.
     engine_model_path: Path | None = None
     extra_engines: list[ExtraEngine] = Field(default_factory=list, max_length=8)
+    # How long an idle connection to the engine(s) stays in the worker's pool. Keep it shorter
+    # than the engine keeps one open (uvicorn-based engines and llama.cpp's server: 5 s), so the
+    # worker closes first and never sends a request on a connection the engine is closing.
+    engine_keepalive_s: float = Field(4.0, gt=0, le=3600)
     # Models announced; empty: those the engine lists at /v1/models.
     models: list[str] = Field(default_factory=list)
     capacity: int = Field(16, ge=1, le=100_000)

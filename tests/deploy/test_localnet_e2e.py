@@ -1,7 +1,8 @@
 """The main job end to end: ``ops-tools localnet up`` on inventories/local, as a newcomer runs it.
 
 Real processes only: the development node under a project-owned supervisord, converged by the
-real playbooks. The network lives in a temporary NET_LOCALNET_DIR and is purged at the end.
+real playbooks. The network is the suite's shared default one (a temporary NET_LOCALNET_DIR,
+purged at the end of the session).
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from ops_tools.chainspec.header import DIGEST_PRE_RUNTIME, DigestItem
 from ops_tools.chainspec.scale import Reader
 from tests.conftest import ROOT
 from tests.devnode_js import client as js_client
-from tests.localnet import started
 
 pytestmark = pytest.mark.slow
 OPS_TOOLS = Path(sys.executable).with_name("ops-tools")
@@ -44,14 +44,15 @@ def ops(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     )
 
 
+# On the shared default network (tests/localnet.py), after the other modules that share it:
+# these tests stop programs, and the network as a whole, and leave it running again.
+SHARED_NETWORK_LAST = True
+
+
 @pytest.fixture(scope="module")
-def localnet(tmp_path_factory):
-    # A network of its own (tests/localnet.py): the module measures an up from nothing, stops
-    # the network and purges it.
-    state = tmp_path_factory.mktemp("localnet")
-    with started(state) as net:
-        yield net.env, net.up, state
-    assert not state.exists()
+def localnet(shared_localnet):
+    net = shared_localnet()
+    return net.env, net.up, net.state
 
 
 def slot_of(header: dict) -> int:
@@ -157,15 +158,18 @@ def test_an_up_with_unchanged_inputs_runs_no_playbook_unless_a_program_is_down(l
 
 
 def test_a_second_network_on_the_same_ports_is_refused(localnet, tmp_path):
-    # Same chain spec and the same authority node keys: only the service's state tells the
-    # second network's node (its ports taken) from the first one's, which answers in its place.
+    # Same chain spec and the same authority node keys: the first network's node would answer
+    # in the second one's place, so the second up is refused while its ports are taken.
     env, result, _ = localnet
     other = {**env, "NET_LOCALNET_DIR": str(tmp_path / "other")}
     client = RpcClient(PUBLIC)
     try:
         second = ops("localnet", "up", "--json", env=other)
-        assert second.returncode != 0, second.stdout
+        assert second.returncode == 2, second.stdout
         assert "another network on the same ports" in second.stderr
+        assert "9944 (rpc-0's node_rpc_port)" in second.stderr
+        # Refused before anything was rendered or started for it.
+        assert not (tmp_path / "other").exists()
     finally:
         down = ops("localnet", "down", "--purge", "--yes", env=other)
         assert down.returncode == 0, down.stderr

@@ -64,3 +64,17 @@ def test_the_number_of_peers_is_bounded():
     many = [(f"10.0.{i // 250}.{i % 250 + 1}", 30333) for i in range(firewall.MAX_PEERS + 1)]
     with pytest.raises(InputError, match=f"names {firewall.MAX_PEERS + 1} peers"):
         firewall.ruleset("a", 30333, many)
+
+
+def test_the_cut_authority_drops_p2p_with_any_address():
+    """The cut authority's own table names no address: a node outside the inventory (an
+    operator's full node on the usual port) cannot relay its votes; SSH, RPC and metrics pass."""
+    text = firewall.ruleset("authority-1", 30333, [("10.77.3.2", 30333), ("10.77.3.4", 30334)],
+                            anyone=True)
+    assert "saddr" not in text and "daddr" not in text
+    for rule in ("tcp sport 30333 drop", "tcp sport 30334 drop", "tcp dport 30333 drop",
+                 "tcp dport 30334 drop"):
+        assert rule in text
+    assert "22" not in text and "9944" not in text and "9615" not in text
+    with pytest.raises(InputError, match="not an IP address"):
+        firewall.ruleset("a", 30333, [("rpc-0", 30333)], anyone=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ops_tools.drills.ssh import Machine
+from ops_tools.deploy.ssh import Machine
 from ops_tools.errors import InputError
 
 HOSTVARS = {

@@ -46,16 +46,26 @@ resolves the public names from its /etc/hosts and trusts the test CA (its system
 bundle of the virtualenv's `certifi`), as a real host trusts the network's real certificates;
 it has no GPU, so the onboarding records none (`operator_no_gpu`) and the worker serves the
 built-in test engine (`operator_test_engine`), both test-network options.
+
+Last, on that converged network with the operator's worker live (before it, GatewayNoLiveWorker
+fires, and a drill never starts on a network with a firing alert): `ops-tools backup` over SSH
+and `ops-tools restore`, the key-loss drill on authority-0, and the drills on the test
+inventory itself, monitoring included, each alert seen firing in Alertmanager on services-0
+and resolving: partition (and one killed mid-fault, finished with `--resume`), authority-down,
+rpc-down, faucet-drain (the faucet's seed a plain value in the test inventory) and
+service-down faucet.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
 import shlex
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -251,10 +261,15 @@ def write_testnet_inventory(base: Path, fleet: Fleet, overrides: dict[str, Any],
 
     for node_group in groups["nodes"]["children"].values():
         point(node_group.get("hosts") or {}, {})
-    for name, group in groups["services"]["children"].items():
+    extra: dict[str, dict[str, Any]] = {
         # The operator's worker announces its machine's address, private on the test bridge.
-        point(group["hosts"], {"gateway_allow_private_endpoints": True} if name == "gateways"
-              else {})
+        "gateways": {"gateway_allow_private_endpoints": True},
+        # The faucet-drain drill moves the faucet's balance with its seed, read from the
+        # inventory as a plain value (the vault's, a public development one here).
+        "faucet": {"faucet_seed": SERVICE_VAULTS["faucet"]["vault_faucet_seed"]},
+    }
+    for name, group in groups["services"]["children"].items():
+        point(group["hosts"], extra.get(name, {}))
     point(groups["edge"]["hosts"], {})
     point(groups["docs"]["hosts"], {})
     point(groups["monitoring"]["hosts"], monitoring or {})
@@ -668,141 +683,6 @@ def test_metrics_firewall_is_restored_by_its_role_and_honours_check_mode(world):
     assert connect(world, SERVICES_MACHINE, "authority-1") == "open"
 
 
-# The partition drill's nftables tables (ops_tools/drills/firewall.py), on every node machine.
-DRILL_TABLES = "sudo nft list tables | grep -c net_drill_ || true"
-
-
-def drill_inventory(world: dict[str, Any]) -> Path:
-    """The test inventory without its monitoring group, for the drills: the shape's monitoring
-    watches these hosts, but GatewayNoLiveWorker fires until the operator's worker is onboarded
-    (the module's end) and a drill starts on a network without firing alerts only; so the drill
-    sees the finality stall on the public node instead of waiting for FinalityStalled in
-    Alertmanager (docs/drills.md)."""
-    inv = world["base"] / "drill" / "testnet"
-    if not inv.exists():
-        shutil.copytree(world["inventory"], inv, symlinks=True)
-        shape = yaml.safe_load((inv / "hosts.yml").read_text())
-        del shape["all"]["children"]["monitoring"]
-        (inv / "hosts.yml").write_text(yaml.safe_dump(shape, sort_keys=False))
-    return inv
-
-
-def drill_argv(world: dict[str, Any], *extra: str) -> list[str]:
-    return [str(BIN / "ops-tools"), "drill", "--inventory", str(drill_inventory(world)), *extra]
-
-
-def drill_tables(world: dict[str, Any]) -> dict[str, int]:
-    """How many tables of the drill each node machine's namespace holds."""
-    return {host: int(world["fleet"].by_name(machine_of(host)).ssh(DRILL_TABLES).stdout or 0)
-            for host in NODE_HOSTS}
-
-
-def public_finalized(world: dict[str, Any]) -> int:
-    _, head = public_rpc(world, "chain_getFinalizedHead")
-    _, header = public_rpc(world, "chain_getHeader", [head["result"]])
-    return int(header["result"]["number"], 16)
-
-
-class FaultWatch:
-    """While a drill runs: whether the cut authority's namespace holds the drill's rules, and
-    the public endpoint's finalized height, once a second (pairs of (rules there, height))."""
-
-    def __init__(self, world: dict[str, Any], cut: str) -> None:
-        self.world, self.cut = world, world["fleet"].by_name(machine_of(cut))
-        self.seen: list[tuple[bool, int]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._poll, daemon=True)
-
-    def _poll(self) -> None:
-        while not self._stop.wait(1.0):
-            ruled = self.cut.ssh(DRILL_TABLES).stdout.strip() not in ("", "0")
-            try:
-                self.seen.append((ruled, public_finalized(self.world)))
-            except (OSError, HTTPException, KeyError, TypeError):
-                continue
-
-    def __enter__(self) -> FaultWatch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def during_fault(self) -> list[int]:
-        return [height for ruled, height in self.seen if ruled]
-
-
-def test_partition_drill_cuts_the_authorities_in_their_namespaces(world):
-    """`ops-tools drill partition` on the shape: nftables rules in the hosts' own network
-    namespaces (over SSH, sudo) drop the p2p traffic between authority-1 and every other node;
-    finality stalls while they are there (seen on the public node: the drill's inventory has
-    no monitoring, drill_inventory says why), and after the rules are gone finality advances
-    again and no rule is left on any machine."""
-    assert drill_tables(world) == dict.fromkeys(NODE_HOSTS, 0)
-    started = time.monotonic()
-    with FaultWatch(world, "authority-1") as watch:
-        proc = _run(drill_argv(world, "partition", "--json"), world["env"], timeout=1800)
-    _timed("drill partition", started)
-    assert proc.returncode == 0, _out(proc)
-    report = json.loads(proc.stdout)["report"]
-    print(f"drill partition: {json.dumps(report, indent=1)}")
-    assert report["status"] == "completed", report
-    assert report["scenario"]["fault"] == {
-        "kind": "partition", "by": "nftables", "cut": "authority-1",
-        "from": ["authority-0", "rpc-0", "services-node-0"]}, report["scenario"]
-    # The drill saw the stall itself (no Alertmanager to ask here), and no alert to resolve.
-    assert report["detected_by"] == "finality" and report["detect_s"] is not None, report
-    assert report["resolve_s"] is None and report["recover_s"] is not None, report
-    # Finality stood still while the rules were in place (a vote already on its way may land
-    # just after the rules go in: one block at most) ...
-    during = watch.during_fault()
-    assert during, f"the rules were never seen on authority-1: {watch.seen}"
-    assert max(during) - min(during) <= 1, watch.seen
-    # ... and advances past that point after the removal.
-    blocks = report["blocks"]
-    assert blocks["finalized_after"] > max(during), (blocks, watch.seen)
-    assert public_finalized(world) > max(during)
-    assert drill_tables(world) == dict.fromkeys(NODE_HOSTS, 0)
-
-
-def test_partition_drill_killed_mid_fault_is_restored_by_resume(world):
-    """A drill SIGKILLed while its rules are in the hosts' namespaces leaves them there and its
-    journal says so; `drill --resume` removes them and sees finality advance again."""
-    cut = world["fleet"].by_name(machine_of("authority-1"))
-    proc = subprocess.Popen(named(drill_argv(world, "partition", "--json"), world["env"]),
-                            cwd=ROOT, env=world["env"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 900
-        while cut.ssh(DRILL_TABLES).stdout.strip() in ("", "0"):
-            assert time.monotonic() < deadline, "the drill never injected its rules"
-            assert proc.poll() is None, "the drill ended before its rules went in"
-            time.sleep(0.5)
-        # Every host's rules go in before the inject step ends: wait for the detect step.
-        path = next((Path(world["env"]["NET_OPS_STATE"]) / "drills").glob("*/journal.json"))
-        while not any(s["name"] == "detect" for s in json.loads(path.read_text())["steps"]):
-            assert time.monotonic() < deadline, "the drill never reached its detect step"
-            time.sleep(0.5)
-        os.killpg(proc.pid, signal.SIGKILL)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    left = drill_tables(world)
-    assert left["authority-1"] == 1 and sum(left.values()) == len(NODE_HOSTS), left
-    started = time.monotonic()
-    resumed = _run(drill_argv(world, "--resume", "--json"), world["env"], timeout=1200)
-    _timed("drill partition killed, then --resume", started)
-    assert resumed.returncode == 0, _out(resumed)
-    previous = json.loads(resumed.stdout)["previous"]
-    # Killed in its detect step: restored (completed had it recorded the stall just before).
-    assert previous["status"] in ("restored", "completed"), previous
-    assert previous["recover_s"] is not None, previous
-    assert drill_tables(world) == dict.fromkeys(NODE_HOSTS, 0)
-    wait_public_finality(world)
-
-
 def test_reset_path_refuses_a_host_whose_key_is_not_known(world, tmp_path):
     from ops_tools.reset.hostops import HostOpFailed, Machines
 
@@ -1102,22 +982,332 @@ def test_operator_worker_onboards_on_its_server(world, operator_inventory):
     assert recap == {"gpu-server-1": 0}, _out(again)
 
 
-def test_service_down_drill_fires_and_resolves_its_alert_through_the_shapes_monitoring(world):
-    """Last, with the operator's worker live at the gateway (before it, GatewayNoLiveWorker
-    fires and a drill refuses to start): `ops-tools drill service-down faucet` on the test
-    inventory itself, monitoring included, stops the faucet's unit over SSH, sees
-    ServiceNotReady fire in Alertmanager on services-0 (forwarded over SSH), starts the faucet
-    again and sees the alert resolve."""
+# The partition drill's nftables tables (ops_tools/drills/firewall.py), on every node machine.
+DRILL_TABLES = "sudo nft list tables | grep -c net_drill_ || true"
+
+
+BACKUP_PASSPHRASE = "testnet-shape backup passphrase, never on a command line"
+# Run on services-0 as the faucet's user: a row of the test's own in its live database.
+FAUCET_PROBE = (
+    "import sqlite3, sys\n"
+    "with sqlite3.connect(sys.argv[1], timeout=30) as c:\n"
+    "    c.execute('create table if not exists backup_probe (v text)')\n"
+    "    if len(sys.argv) > 2:\n"
+    "        c.execute('delete from backup_probe')\n"
+    "        c.execute('insert into backup_probe values (?)', (sys.argv[2],))\n"
+    "    print(c.execute('select v from backup_probe').fetchone()[0])\n"
+)
+
+
+def passphrase_file(world: dict[str, Any]) -> Path:
+    path = world["base"] / "backup-passphrase"
+    if not path.exists():
+        path.write_text(BACKUP_PASSPHRASE + "\n")
+        path.chmod(0o600)
+    return path
+
+
+def faucet_probe(world: dict[str, Any], db: str, value: str | None = None) -> str:
+    services = world["fleet"].by_name(SERVICES_MACHINE)
+    argv = ["sudo", "-u", "net-faucet", "python3", "-c", FAUCET_PROBE, db]
+    proc = services.ssh(shlex.join(argv + ([value] if value else [])))
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def ops(world: dict[str, Any], *argv: str, timeout: float = 900,
+        ) -> subprocess.CompletedProcess[str]:
+    return _run([str(BIN / "ops-tools"), *argv], world["env"], timeout=timeout)
+
+
+def test_backup_over_ssh_holds_what_cannot_be_rebuilt_and_restore_puts_it_back(world):
+    """`ops-tools backup --inventory <the shape>` over SSH: every node's network key, both
+    authorities' session keystores, the faucet's, gateway's and attestation service's SQLite
+    databases (copied on services-0 through SQLite's backup API while they run) and the
+    release the nodes run, sealed; `ops-tools restore` maps every key back to where it is
+    (nothing to write) and brings the faucet's database back to the backup's state."""
+    inventory, pf = str(world["inventory"]), str(passphrase_file(world))
+    genesis = public_genesis(world)
+    from ops_tools.backup import hostio
+    from ops_tools.backup.locate import service_site
+
+    loaded = load_inventory(world["inventory"])
+    io = hostio.of("faucet-0", loaded.hostvars["faucet-0"])
+    faucet = service_site(loaded, "faucet-0", "faucet", io)
+    io.close()
+    assert faucet is not None and faucet.engine == "sqlite", faucet
+    db = str(faucet.sqlite_path)
+    assert faucet_probe(world, db, "at backup") == "at backup"
+    out = world["base"] / "backup-1"
     started = time.monotonic()
-    proc = _run([str(BIN / "ops-tools"), "drill", "--inventory", str(world["inventory"]),
-                 "service-down", "faucet", "--json"], world["env"], timeout=1800)
-    _timed("drill service-down faucet (Alertmanager)", started)
+    made = ops(world, "backup", "--inventory", inventory, "--out", str(out),
+               "--passphrase-file", pf, "--json")
+    _timed("backup over ssh", started)
+    assert made.returncode == 0, _out(made)
+    result = json.loads(made.stdout)
+    assert result["network"]["genesis_hash"] == genesis
+    kinds: dict[tuple[str, str | None], list[dict[str, Any]]] = {}
+    for m in result["members"]:
+        kinds.setdefault((m["kind"], m["host"]), []).append(m)
+    assert {h for k, h in kinds if k == "node_key"} == set(NODE_HOSTS), sorted(kinds)
+    # Each authority's aura and grandpa keys.
+    assert {h: len(ms) for (k, h), ms in kinds.items() if k == "keystore"} == {
+        "authority-0": 2, "authority-1": 2}, sorted(kinds)
+    assert {h: ms[0]["name"] for (k, h), ms in kinds.items() if k == "database"} == {
+        "faucet-0": "services/faucet-0/faucet.sqlite",
+        "gateway-0": "services/gateway-0/gateway.sqlite",
+        "attestation-0": "services/attestation-0/attestation.sqlite"}
+    assert [m["name"] for m in kinds[("release", None)]] == \
+        ["release/chainspec.json", "release/node", "release/release.json"]
+    # The release: the deployed binary's sum, as the node's manifest records it.
+    deployed = manifest(world, "authority-0")
+    node_member = next(m for m in kinds[("release", None)] if m["name"] == "release/node")
+    assert node_member["sha256"] == deployed["binary"]["sha256"]
+    # Sealed: private files, and neither a key nor a database page in clear.
+    assert sorted(p.name for p in out.iterdir()) == ["archive.tar.enc", "manifest.json"]
+    assert all(p.stat().st_mode & 0o777 == 0o600 for p in out.iterdir())
+    sealed = (out / "archive.tar.enc").read_bytes()
+    assert b"SQLite format 3" not in sealed and b"backup_probe" not in sealed
+    key = world["fleet"].by_name("authority-0").ssh(
+        f"sudo cat {shlex.quote(deployed['node_key_path'])} | base64 -w0").stdout.strip()
+    assert key and base64.b64decode(key) not in sealed
+    # Consistent copies: each database opens and passes SQLite's integrity check, and the
+    # faucet's holds the row written before the backup.
+    from ops_tools.backup import store
+
+    opened = store.read(out, BACKUP_PASSPHRASE.encode())
+    for name in ("services/faucet-0/faucet.sqlite", "services/gateway-0/gateway.sqlite",
+                 "services/attestation-0/attestation.sqlite"):
+        copy = world["base"] / "copy.db"
+        copy.write_bytes(opened.files[name])
+        with sqlite3.connect(copy) as conn:
+            assert conn.execute("pragma integrity_check").fetchone() == ("ok",), name
+            if "faucet" in name:
+                assert conn.execute("select v from backup_probe").fetchone() == ("at backup",)
+        conn.close()
+        copy.unlink()
+    # Restore: every key is where the backup says (nothing written, nothing restarted) ...
+    keys = ops(world, "restore", "--inventory", inventory, "--from", str(out),
+               "--passphrase-file", pf, "--kind", "node_key", "--kind", "keystore", "--yes",
+               "--json")
+    assert keys.returncode == 0, _out(keys)
+    planned = json.loads(keys.stdout)
+    assert {w["change"] for w in planned["writes"]} == {"same"}, planned
+    assert len(planned["writes"]) == len(NODE_HOSTS) + 4 and planned["restarted"] == []
+    # ... and the faucet's database, changed since, comes back (the faucet stopped, written
+    # as its user's file, started, ready on the chain).
+    assert faucet_probe(world, db, "after backup") == "after backup"
+    started = time.monotonic()
+    restored = ops(world, "restore", "--inventory", inventory, "--from", str(out),
+                   "--passphrase-file", pf, "--host", "faucet-0", "--kind", "database",
+                   "--yes", "--json")
+    _timed("restore of the faucet's database over ssh", started)
+    assert restored.returncode == 0, _out(restored)
+    done = json.loads(restored.stdout)
+    assert [(w["target"], w["change"]) for w in done["writes"]] == [(db, "replace")], done
+    assert done["restarted"] == ["faucet-0"], done
+    assert faucet_probe(world, db) == "at backup"
+    services = world["fleet"].by_name(SERVICES_MACHINE)
+    assert services.ssh(f"sudo stat -c %U {shlex.quote(db)}").stdout.strip() == "net-faucet"
+    deadline = time.monotonic() + 120
+    while service_genesis(world, "faucet-0") != genesis:
+        assert time.monotonic() < deadline, "the faucet is not ready after the restore"
+        time.sleep(1)
+
+
+def test_key_loss_drill_restores_authority_0_with_the_same_peer_id(world):
+    """`ops-tools drill key-loss` on the shape: authority-0's keystore and node key deleted on
+    its machine, restored from the drill's backup over SSH (its node's files again, 0600), and
+    finality resumes with the same peer id and session keys."""
+    started = time.monotonic()
+    proc = ops(world, "drill", "--inventory", str(world["inventory"]), "key-loss",
+               "--backup-dir", str(world["base"] / "key-loss-backup"),
+               "--passphrase-file", str(passphrase_file(world)), "--json", timeout=1200)
+    _timed("drill key-loss", started)
     assert proc.returncode == 0, _out(proc)
     report = json.loads(proc.stdout)["report"]
-    print(f"drill service-down: {json.dumps(report, indent=1)}")
+    print(f"drill key-loss: {json.dumps(report, indent=1)}")
+    assert report["host"] == "authority-0" and report["same_identity"] is True, report
+    assert report["peer_id_before"] == report["peer_id_after"], report
+    assert len(report["session_keys_after"]) == 2, report
+    assert report["finalized_after"] > report["finalized_at_stop"], report
+    deployed = manifest(world, "authority-0")
+    assert report["peer_id_after"] == deployed["peer_id"], (report, deployed)
+    authority = world["fleet"].by_name("authority-0")
+    files = [deployed["node_key_path"], deployed["keystore_path"]]
+    shown = authority.ssh("sudo stat -c '%U %a' " + " ".join(map(shlex.quote, files)))
+    assert shown.stdout.split("\n")[:2] == ["net 600", "net 700"], shown
+    wait_public_finality(world)
+
+
+def drill_argv(world: dict[str, Any], *extra: str) -> list[str]:
+    return [str(BIN / "ops-tools"), "drill", "--inventory", str(world["inventory"]), *extra]
+
+
+def run_drill(world: dict[str, Any], *scenario: str) -> dict[str, Any]:
+    """A drill on the test inventory, monitoring included: its report, the alert seen firing
+    in Alertmanager on services-0 and resolved after the fault was removed."""
+    started = time.monotonic()
+    proc = _run(drill_argv(world, *scenario, "--json"), world["env"], timeout=1800)
+    _timed(f"drill {' '.join(scenario)} (Alertmanager)", started)
+    assert proc.returncode == 0, _out(proc)
+    report = json.loads(proc.stdout)["report"]
+    print(f"drill {' '.join(scenario)}: {json.dumps(report, indent=1)}")
     assert report["status"] == "completed", report
     assert report["detected_by"] == "alertmanager" and report["detect_s"] is not None, report
     assert report["resolve_s"] is not None and report["recover_s"] is not None, report
+    return report
+
+
+def drill_tables(world: dict[str, Any]) -> dict[str, int]:
+    """How many tables of the drill each node machine's namespace holds."""
+    return {host: int(world["fleet"].by_name(machine_of(host)).ssh(DRILL_TABLES).stdout or 0)
+            for host in NODE_HOSTS}
+
+
+def public_finalized(world: dict[str, Any]) -> int:
+    _, head = public_rpc(world, "chain_getFinalizedHead")
+    _, header = public_rpc(world, "chain_getHeader", [head["result"]])
+    return int(header["result"]["number"], 16)
+
+
+class FaultWatch:
+    """While a drill runs: whether the cut authority's namespace holds the drill's rules, and
+    the public endpoint's finalized height, once a second (pairs of (rules there, height))."""
+
+    def __init__(self, world: dict[str, Any], cut: str) -> None:
+        self.world, self.cut = world, world["fleet"].by_name(machine_of(cut))
+        self.seen: list[tuple[bool, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def _poll(self) -> None:
+        while not self._stop.wait(1.0):
+            ruled = self.cut.ssh(DRILL_TABLES).stdout.strip() not in ("", "0")
+            try:
+                self.seen.append((ruled, public_finalized(self.world)))
+            except (OSError, HTTPException, KeyError, TypeError):
+                continue
+
+    def __enter__(self) -> FaultWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def during_fault(self) -> list[int]:
+        return [height for ruled, height in self.seen if ruled]
+
+
+def test_partition_drill_cuts_the_authorities_in_their_namespaces(world):
+    """`ops-tools drill partition` on the shape, its monitoring included (the drills run once
+    the operator's worker is live: before, GatewayNoLiveWorker fires and a drill refuses the
+    network): nftables rules in the hosts' own network namespaces (over SSH, sudo) drop the p2p
+    traffic between authority-1 and every other node; finality stalls while they are there,
+    FinalityStalled fires in Alertmanager, and after the rules are gone finality advances
+    again, the alert resolves and no rule is left on any machine."""
+    assert drill_tables(world) == dict.fromkeys(NODE_HOSTS, 0)
+    with FaultWatch(world, "authority-1") as watch:
+        report = run_drill(world, "partition")
+    assert report["scenario"]["fault"] == {
+        "kind": "partition", "by": "nftables", "cut": "authority-1",
+        "from": ["authority-0", "rpc-0", "services-node-0"]}, report["scenario"]
+    assert report["scenario"]["alert"]["alertname"] == "FinalityStalled", report
+    # Finality stood still while the rules were in place (a vote already on its way may land
+    # just after the rules go in: one block at most) ...
+    during = watch.during_fault()
+    assert during, f"the rules were never seen on authority-1: {watch.seen}"
+    assert max(during) - min(during) <= 1, watch.seen
+    # ... and advances past that point after the removal.
+    blocks = report["blocks"]
+    assert blocks["finalized_after"] > max(during), (blocks, watch.seen)
+    assert public_finalized(world) > max(during)
+    assert drill_tables(world) == dict.fromkeys(NODE_HOSTS, 0)
+
+
+def test_partition_drill_killed_mid_fault_is_restored_by_resume(world):
+    """A drill SIGKILLed while its rules are in the hosts' namespaces leaves them there and its
+    journal says so; `drill --resume` removes them and sees finality advance again."""
+    cut = world["fleet"].by_name(machine_of("authority-1"))
+    proc = subprocess.Popen(named(drill_argv(world, "partition", "--json"), world["env"]),
+                            cwd=ROOT, env=world["env"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 900
+        while cut.ssh(DRILL_TABLES).stdout.strip() in ("", "0"):
+            assert time.monotonic() < deadline, "the drill never injected its rules"
+            assert proc.poll() is None, "the drill ended before its rules went in"
+            time.sleep(0.5)
+        # Every host's rules go in before the inject step ends: wait for the detect step.
+        path = next((Path(world["env"]["NET_OPS_STATE"]) / "drills").glob("*/journal.json"))
+        while not any(s["name"] == "detect" for s in json.loads(path.read_text())["steps"]):
+            assert time.monotonic() < deadline, "the drill never reached its detect step"
+            time.sleep(0.5)
+        os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    left = drill_tables(world)
+    assert left["authority-1"] == 1 and sum(left.values()) == len(NODE_HOSTS), left
+    started = time.monotonic()
+    resumed = _run(drill_argv(world, "--resume", "--json"), world["env"], timeout=1200)
+    _timed("drill partition killed, then --resume", started)
+    assert resumed.returncode == 0, _out(resumed)
+    previous = json.loads(resumed.stdout)["previous"]
+    # Killed in its detect step: restored (completed had it recorded the stall just before).
+    assert previous["status"] in ("restored", "completed"), previous
+    assert previous["recover_s"] is not None, previous
+    assert drill_tables(world) == dict.fromkeys(NODE_HOSTS, 0)
+    wait_public_finality(world)
+
+
+def test_authority_down_drill_stalls_finality_until_the_authority_is_back(world):
+    """`drill authority-down`: authority-1's unit stopped over SSH, FinalityStalled fires in
+    Alertmanager on services-0 (GRANDPA needs both authorities), the unit started, finality
+    advances and the alert resolves."""
+    report = run_drill(world, "authority-down")
+    assert report["scenario"]["alert"]["alertname"] == "FinalityStalled", report
+    assert report["scenario"]["fault"]["hosts"] == ["authority-1"], report["scenario"]
+    assert report["blocks"]["finalized_after"] > report["blocks"]["finalized_before"], report
+    authority = world["fleet"].by_name(machine_of("authority-1"))
+    assert authority.ssh("systemctl is-active net-node").stdout.strip() == "active"
+
+
+def test_rpc_down_drill_fires_the_public_endpoint_alert(world):
+    """`drill rpc-down`: rpc-0's node (behind the public endpoint on its machine's edge)
+    stopped; the blackbox probe of the public RPC fails through the edge and
+    PublicEndpointDown{job="public_rpc"} fires; the node started, it resolves."""
+    report = run_drill(world, "rpc-down")
+    assert report["scenario"]["alert"] == {
+        "alertname": "PublicEndpointDown", "labels": {"job": "public_rpc"}}, report
+    assert report["scenario"]["fault"]["hosts"] == ["rpc-0"], report["scenario"]
+    wait_public_finality(world)
+
+
+def test_faucet_drain_drill_fires_few_drips_left_and_refills(world):
+    """`drill faucet-drain`: the faucet's balance moved on chain to a throwaway account of the
+    drill but for half the alert's threshold in drips (its seed from the test inventory:
+    faucet_seed as a plain value), FaucetFewDripsLeft{host="faucet-0"} fires, the balance is
+    moved back and it resolves; drips work throughout."""
+    report = run_drill(world, "faucet-drain")
+    assert report["scenario"]["alert"] == {
+        "alertname": "FaucetFewDripsLeft", "labels": {"host": "faucet-0"}}, report
+    assert not list((Path(world["env"]["NET_OPS_STATE"]) / "drills").glob("*/faucet-drain-*"))
+    status, drip = edge(world, "faucet", "/drip-public", {"recipient": DRIP_RECIPIENT},
+                        timeout=120)
+    assert status == 200 and drip["recipient"] == DRIP_RECIPIENT, drip
+
+
+def test_service_down_drill_fires_and_resolves_its_alert_through_the_shapes_monitoring(world):
+    """`ops-tools drill service-down faucet` stops the faucet's unit over SSH, sees
+    ServiceNotReady fire in Alertmanager on services-0 (forwarded over SSH), starts the faucet
+    again and sees the alert resolve."""
+    report = run_drill(world, "service-down", "faucet")
+    assert report["scenario"]["alert"] == {
+        "alertname": "ServiceNotReady", "labels": {"host": "faucet-0"}}, report
     services = world["fleet"].by_name(SERVICES_MACHINE)
     assert services.ssh("systemctl is-active net-faucet").stdout.strip() == "active"
     assert service_genesis(world, "faucet-0") == public_genesis(world)

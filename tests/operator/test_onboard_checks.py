@@ -76,7 +76,10 @@ def options(net: dict, name: str, **kw) -> Options:
         rpc_url=net["rpc_ws"], faucet_url=net["faucet"], attestation_url=net["attestation"],
         gateway_url=net["gateway"], engine_url=TEST_ENGINE, no_gpu=True,
         gateway_key_file=flag("--gateway-key-file"), service_manager="supervisor",
-        supervisor_conf=net["supervisor_conf"], timeout_s=60)
+        supervisor_conf=net["supervisor_conf"], timeout_s=60,
+        # A short drain: the frozen worker's restart waits it out (plus the worker's shutdown)
+        # before supervisord kills it.
+        drain_timeout_s=5)
     return Options(**{**base, **kw})
 
 
@@ -174,7 +177,10 @@ def test_daemon_redone_when_the_gateway_does_not_list_it_live(stack, worker):
             os.kill(pid, signal.SIGCONT)
     assert "does not list the worker as live" in result.redone["daemon"]
     assert int(supervisorctl(stack, "pid", worker.program).strip()) != pid
-    assert live(ctx) and daemon.check(ctx) is None
+    # Live again, and the check holds (within an epoch or two: on this stack's 3 s epochs a
+    # loaded machine can see the new worker's heartbeat arrive late for a moment).
+    wait_for(lambda: live(ctx) and daemon.check(ctx) is None, 30,
+             "the restarted worker to be live and its check to hold")
 
 
 # --- attestation -----------------------------------------------------------------------------

@@ -341,3 +341,42 @@ def test_the_state_directory_stays_private_and_passable(tmp_path):
     opts.state_dir.chmod(0o755)  # listable by others: tightened
     runner.prepare(opts)
     assert stat.S_IMODE(opts.state_dir.stat().st_mode) == 0o700
+
+
+def test_a_longer_drain_moves_every_stop_timeout_with_it(tmp_path):
+    """--drain-timeout: the worker's settings, the unit, the program and the container's stop
+    timeout all follow it, so no manager kills a worker that is still draining."""
+    import yaml
+
+    from ops_tools.containers.run import default_stop_timeout
+    from ops_tools.operator import container
+
+    opts = options(tmp_path, drain_timeout_s=900)
+    assert yaml.safe_load(units.worker_config(opts, "0x" + "ab" * 32, tmp_path / "pp"))[
+        "drain_timeout_s"] == 900
+    assert f"TimeoutStopSec={900 + units.AFTER_DRAIN_S}" in units.systemd_unit(opts).splitlines()
+    program = units.supervisor_program(options(tmp_path, service_manager="supervisor",
+                                               drain_timeout_s=900))
+    assert f"stopwaitsecs={900 + units.AFTER_DRAIN_S}" in program.splitlines()
+    boxed = options(tmp_path, drain_timeout_s=900, container=True)
+    assert yaml.safe_load(container.worker_config(boxed, "0x" + "ab" * 32))[
+        "drain_timeout_s"] == 900
+    assert container.spec(boxed).create_kwargs()["stop_timeout"] == \
+        default_stop_timeout(900)
+
+
+@pytest.mark.parametrize(("args", "named"), [
+    (["--drain-timeout", "0"], "--drain-timeout: 0: give seconds from 1 to 3600"),
+    (["--drain-timeout", "3601"], "--drain-timeout: 3601"),
+    (["--drain-timeout", "90", "--worker-manifest", "/nonexistent/service.json"],
+     "worker_drain_timeout_s"),
+])
+def test_a_drain_out_of_bounds_or_beside_roles_worker_is_refused(args, named, capsys, tmp_path):
+    from ops_tools.cli.main import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["operator", "onboard", "--name", "op1", "--test-engine", "--no-gpu", "--yes",
+              "--state-dir", str(tmp_path / "state"), *args])
+    assert exit_.value.code == 2
+    assert named in capsys.readouterr().err
+    assert not (tmp_path / "state").exists()

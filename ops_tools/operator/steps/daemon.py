@@ -220,7 +220,14 @@ def run(ctx: Context) -> Outcome:
         program = _deployed(manifest)
         if not _status(program):
             ctx.emit(f"{program.name} ({program.manager}) is down: starting it")
-            _run(["sh", "-c", program.start()], f"start {program.name}")
+            try:
+                _run(["sh", "-c", program.start()], f"start {program.name}")
+            except OpsError as exc:
+                # The role's files may be gone with the host's or network's service manager (a
+                # re-created local network): only the role can write them again.
+                raise OpsError(f"{exc}; roles/worker deployed it ({manifest}): converge the worker"
+                               " again with playbooks/operator_worker.yml, which then resumes this"
+                               " onboarding") from None
         return _live(ctx, program.name, program.manager, {"worker_manifest": str(manifest)})
     files = _files(ctx)
     prepared = False

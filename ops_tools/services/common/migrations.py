@@ -19,8 +19,10 @@ from sqlalchemy import MetaData, text
 from ops_tools.services.common.db import Database
 
 
-def migrate(db: Database, script_location: Path, *, version_table: str) -> None:
-    """Upgrade the service's schema to the newest revision (nothing to do when it is there)."""
+def migrate(db: Database, script_location: Path, *, version_table: str,
+            revision: str = "head") -> None:
+    """Upgrade the service's schema to the newest revision (nothing to do when it is there);
+    ``revision``: to that one instead (a test's database as an older release left it)."""
     cfg = Config()
     cfg.set_main_option("script_location", str(script_location))
     cfg.attributes["version_table"] = version_table
@@ -30,7 +32,7 @@ def migrate(db: Database, script_location: Path, *, version_table: str) -> None:
             conn.execute(text("SELECT pg_advisory_xact_lock(:k)"),
                          {"k": int.from_bytes(key, "big", signed=True)})
         cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "head")
+        command.upgrade(cfg, revision)
 
 
 def run_env(target_metadata: MetaData) -> None:

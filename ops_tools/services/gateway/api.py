@@ -34,6 +34,7 @@ from ops_tools.chain.wire.heartbeat import verify_heartbeat_payload
 from ops_tools.chain.wire.worker_view_request import verify_view_request
 from ops_tools.services.gateway import openai_errors as oe
 from ops_tools.services.gateway import store, usage, wire
+from ops_tools.services.gateway.bounded import OverLimit, read_answer
 from ops_tools.services.gateway.endpoints import endpoint_problem
 from ops_tools.services.gateway.router import Worker
 from ops_tools.services.gateway.service import ChainUnavailable, GatewayState
@@ -68,27 +69,6 @@ def _bearer(request: Request) -> str:
 
 class Upstream(Exception):
     """The worker failed before answering (connect error, 5xx): another one may be tried."""
-
-
-class OverLimit(Exception):
-    """A worker's answer went over a configured size limit: 502, nothing billed, a failure."""
-
-
-async def read_bounded(upstream: aiohttp.ClientResponse, limit: int) -> bytes:
-    """The whole body, or ``OverLimit`` as soon as it passes ``limit`` bytes (a hostile worker
-    cannot make the gateway buffer more)."""
-    length = upstream.content_length
-    if length is not None:
-        if length > limit:
-            raise OverLimit(f"the worker's answer is {length} bytes; the limit is {limit}")
-        return await upstream.read()  # aiohttp reads exactly Content-Length bytes
-    parts, size = [], 0
-    async for chunk in upstream.content.iter_any():
-        size += len(chunk)
-        if size > limit:
-            raise OverLimit(f"the worker's answer passed the limit of {limit} bytes")
-        parts.append(chunk)
-    return b"".join(parts)
 
 
 class GatewayApi:
@@ -190,7 +170,7 @@ class GatewayApi:
             if parsed.stream and upstream.status < 400:
                 return Relay(self, upstream, worker, parsed, reservation, receipt, watch)
             try:
-                body = await read_bounded(upstream, state.fields.upstream_max_body_bytes)
+                body = await read_answer(upstream, state.fields.upstream_max_body_bytes)
             except OverLimit as exc:
                 router.failed(worker, state.clock())
                 raise oe.upstream_failed(str(exc)) from None
@@ -198,13 +178,19 @@ class GatewayApi:
                 router.failed(worker, state.clock())
                 raise oe.upstream_failed(f"reading the answer: {type(exc).__name__}") from None
             finally:
-                upstream.release()  # (a body not read to its end closes the connection)
                 worker.inflight -= 1
-            router.succeeded(worker)
             if upstream.status >= 400:  # the engine refused the request itself: relay it
+                router.succeeded(worker)
                 receipt["error"] = f"engine answered {upstream.status}"
                 return Response(body, upstream.status, headers=headers, media_type=JSON)
             doc = _json(body)
+            if not isinstance(doc, dict):
+                # Every answer of the OpenAI API is a JSON object: anything else (a cut-off
+                # body, a page of HTML) is a failed worker, not an answer to bill.
+                router.failed(worker, state.clock())
+                raise oe.upstream_failed(f"the worker's answer ({len(body)} bytes) is not a"
+                                         " JSON object")
+            router.succeeded(worker)
             self._bill(parsed, receipt, _usage_of(doc), functools.partial(usage.answer_words, doc))
             return Response(body, 200, headers=headers, media_type=JSON)
         raise oe.upstream_failed(last_error)

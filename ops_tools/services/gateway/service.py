@@ -21,12 +21,17 @@ from ops_tools.chain.keys import keypair_from_secret
 from ops_tools.chain.wire.worker_token import worker_token
 from ops_tools.services.common.readiness import CheckResult, ReadyCheck
 from ops_tools.services.gateway import chain_io, store
+from ops_tools.services.gateway.bounded import CleanPoolConnector, OverLimit, read_answer
 from ops_tools.services.gateway.config import GatewaySettings
 from ops_tools.services.gateway.endpoints import PublicResolver
 from ops_tools.services.gateway.pricing import Price
 from ops_tools.services.gateway.router import Router, RouterPolicy, Worker, engine_load_claim
 
 log = logging.getLogger("net.gateway")
+# How long an idle connection to a worker stays in the pool. The worker keeps one open longer
+# (ops_tools/worker/cli.py KEEP_ALIVE_S), so the gateway always closes first: a request never
+# lands on a connection the worker is closing, and a pause between requests costs no new one.
+UPSTREAM_KEEPALIVE_S = 60
 FINAL_SETTLE_TIMEOUT_S = 8.0
 CHAIN_RETRY_S = 0.5
 SETTLE_RETRIES_S = (0.2, 0.5, 1.0, 2.0, 4.0)  # then the reconciler releases the reservation
@@ -148,8 +153,9 @@ class GatewayState:
         # health checks none.
         resolver = None if fields.allow_private_endpoints else PublicResolver()
         return aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=2000, limit_per_host=0, keepalive_timeout=60,
-                                           resolver=resolver),
+            connector=CleanPoolConnector(limit=2000, limit_per_host=0,
+                                         keepalive_timeout=UPSTREAM_KEEPALIVE_S,
+                                         resolver=resolver),
             timeout=aiohttp.ClientTimeout(total=fields.upstream_total_timeout_s,
                                           sock_connect=fields.upstream_connect_timeout_s,
                                           sock_read=fields.upstream_timeout_s),
@@ -342,11 +348,11 @@ class GatewayState:
     async def _check(self, worker: Worker) -> None:
         assert self.client is not None
         try:
-            async with self.client.get(worker.endpoint + "/health",
-                                       timeout=aiohttp.ClientTimeout(total=3.0)) as response:
-                raw = await response.content.read(65536)  # a health body is small; never more
-                passed = response.status == 200
-        except (aiohttp.ClientError, TimeoutError):
+            response = await self.client.get(worker.endpoint + "/health",
+                                              timeout=aiohttp.ClientTimeout(total=3.0))
+            raw = await read_answer(response, 65536)  # a health body is small; never more
+            passed = response.status == 200
+        except (aiohttp.ClientError, TimeoutError, OverLimit):
             passed, raw = False, b""
         self.router.checked(worker, passed)
         worker.reported_load = engine_load_claim(raw, worker.capacity) if passed else 0

@@ -34,7 +34,7 @@ from ops_tools.services.indexer import queries
 from ops_tools.services.indexer.config import IndexerSettings
 from ops_tools.services.indexer.feed import CommitFeed
 from ops_tools.services.indexer.processor import Processor, ProcessorOptions
-from ops_tools.services.indexer.queries import QueryError
+from ops_tools.services.indexer.queries import QueryError, read_deadline
 from ops_tools.services.indexer.schema import Context, Health, Subscribers, build_schema
 from ops_tools.services.indexer.sockets import BoundedSendHandler, TransportAbort
 from ops_tools.services.indexer.tables import Base
@@ -216,7 +216,9 @@ def graphql_router(db: Database, settings: IndexerSettings,
                    feed: CommitFeed | None = None) -> GraphQLRouter:
     def run(fn: Callable[[Connection], Any]) -> Any:
         with db.session() as s:
-            return fn(s.connection())
+            conn = s.connection()
+            with read_deadline(conn, settings.query_timeout_s):
+                return fn(conn)
 
     async def read(fn: Callable[[Connection], Any]) -> Any:
         return await asyncio.to_thread(run, fn)

@@ -28,6 +28,9 @@ class IndexerSettings(ServiceSettings):
     max_page_size: int = Field(default=100, ge=1, le=1000)
     default_page_size: int = Field(default=20, ge=1, le=1000)
     max_cost: int = Field(default=20_000, ge=10)
+    # Each read of a request (its SQL statements) stops after this: the cost and the index
+    # rules bound what a query asks for, this bounds what the database makes of it.
+    query_timeout_s: float = Field(default=5.0, gt=0, le=300)
     max_subscriptions_per_connection: int = Field(default=10, ge=1, le=1000)
     max_subscriptions_per_address: int = Field(default=50, ge=1, le=100_000)
     subscription_max_backlog: int = Field(

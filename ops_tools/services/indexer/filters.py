@@ -7,6 +7,12 @@ without one of its keys in the same conjunction would be a walk through the whol
 page is found, so it is refused, naming the field and the keys that serve it. A block range
 bounded on both sides and at most ``MAX_RANGE_BLOCKS`` wide counts as a key.
 
+The boolean tree is distributed into its conjunctions (disjunctive normal form), so a
+conjunction is what the rule above judges, wherever its conditions sit in ``and``/``or``, and
+each conjunction is read as its own index range (see branches): an ``or`` of two accounts is two
+walks of the account index, not one condition a planner may serve by walking the whole list.
+The expansion is bounded (``MAX_BRANCHES``) and the query cost pays for it (limits.py).
+
 A block time range becomes a block number range: block times only grow along the chain
 (pallet_timestamp refuses a time not past its parent's), so the first block at or after a time
 is one seek on the blocks' time index, and the list walks its block-number key from there.
@@ -14,9 +20,10 @@ is one seek on the blocks' time index, and the list walks its block-number key f
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any
 
 from sqlalchemy import ColumnElement, and_, bindparam, false, or_, select, true
@@ -37,7 +44,8 @@ MAX_IN = 100
 MAX_DEPTH = 4
 MAX_TERMS = 32
 MAX_RANGE_BLOCKS = 1_000
-#: Branches of one filter (compile_branches): a two-sided field's ``in`` at its largest.
+#: Index branches one filter may expand to (see branches): a two-sided field's ``in`` at its
+#: largest. The query cost multiplies a connection by its filter's branches (limits.py).
 MAX_BRANCHES = 2 * MAX_IN
 BLOCK_RANGE = "a blockNumber range (greaterThan… and lessThan…) at most 1000 blocks wide"
 
@@ -57,10 +65,113 @@ class Field:
     time: bool = False  # a block time range on ``columns``, the list's block number
     #: Turns the condition on ``columns`` into the list's (a correlated EXISTS, say).
     wrap: Callable[[ColumnElement[bool]], ColumnElement[bool]] | None = None
-    #: At the top of a filter the list is read through the table of ``columns`` (a join on
-    #: its index, which leads with the network and the field, then the list's sort key), so
-    #: the condition is not wrapped there: see drives.
+    #: A branch with this field is read through the table of ``columns`` (a join on its
+    #: index, which leads with the network and the field, then the list's sort key): its
+    #: condition there is not wrapped, see Branch.joined.
     drive: bool = False
+    #: For a residual that an index of this key's holds next (an event's name after its
+    #: pallet): beside an equality on that key, its ``in`` is one branch per value, each an
+    #: ordered walk of that index (as one IN, a walk of the key's range for the values).
+    after: str | None = None
+
+
+@dataclass(frozen=True)
+class _Atom:
+    """One field's operators where the filter names them (``where``: ``filter.or[1]``); in a
+    branch, with the one column of a field of several that this branch reads."""
+
+    attr: str
+    ops: Any
+    where: str
+    column: int | None = None
+
+    def sig(self) -> tuple[Any, ...]:
+        ops = tuple((a, _frozen(getattr(self.ops, a, None))) for a in OPERATORS)
+        return (self.attr, self.column, ops)
+
+
+def _frozen(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+@dataclass(frozen=True)
+class Branch:
+    """One index range of a filter: ``where`` its condition; ``joined``: a ``drive`` field's
+    condition is on that field's table, which the list joins (queries.events)."""
+
+    where: ColumnElement[bool]
+    joined: bool = False
+
+
+def compile_filter(spec: dict[str, Field], value: Any, *,
+                   ranged: bool = False) -> ColumnElement[bool]:
+    """The SQL condition of ``value`` (a filter input object, or None for no filter), one
+    condition (an OR of its conjunctions), for a list ordered by the key its filter names
+    (operators, accounts: an OR of that key's values is ranges of the walk in its order);
+    ``ranged``: the caller bounds the block range itself."""
+    if value is None:
+        return true()
+    conjunctions = _conjunctions(spec, value, ranged)
+    if not conjunctions:
+        return false()
+    return or_(*[_compile(spec, atoms, None) for atoms in conjunctions])
+
+
+def branches(spec: dict[str, Field], value: Any, *, ranged: bool = False) -> list[Branch]:
+    """``value`` as the branches whose union is the list, each served by one index range in
+    the list's order, where one OR or IN is not (see queries.paginate). The filter's boolean
+    tree is distributed into its conjunctions (each ``or`` member is one, at any depth, with
+    what the ``and``s around it add); in each, a field of several columns (a transfer's
+    ``account``: from or to) makes one branch per column, and the leading key's ``in`` one per
+    value. Identical branches are read once. More than ``MAX_BRANCHES`` is refused
+    (TooManyBranches), naming where the filter overflowed."""
+    if value is None:
+        return [Branch(true())]
+    out: dict[frozenset[tuple[Any, ...]], Branch] = {}
+    for atoms in _conjunctions(spec, value, ranged):
+        for split in _split(spec, atoms):
+            sig = frozenset(a.sig() for a in split)
+            if sig in out:
+                continue
+            _bound(len(out) + 1, "filter")
+            driver = _driver(spec, split)
+            out[sig] = Branch(_compile(spec, split, driver), joined=driver is not None)
+    return list(out.values()) or [Branch(false())]
+
+
+def compile_branches(spec: dict[str, Field], value: Any, *,
+                     ranged: bool = False) -> list[ColumnElement[bool]]:
+    """The conditions of ``branches``."""
+    return [b.where for b in branches(spec, value, ranged=ranged)]
+
+
+def count_branches(spec: dict[str, Field], value: Any) -> int:
+    """How many index branches ``value`` expands to (the query cost's factor, limits.py);
+    past ``MAX_BRANCHES`` it raises TooManyBranches; a filter refused for another reason
+    counts 1 (its resolver refuses it, naming the field)."""
+    try:
+        return len(branches(spec, value, ranged=True))
+    except TooManyBranches:
+        raise
+    except QueryError:
+        return 1
+
+
+def _conjunctions(spec: dict[str, Field], value: Any, ranged: bool) -> list[list[_Atom]]:
+    """The filter's disjunctive normal form, bounded, each conjunction checked: every
+    residual field has one of its keys beside it."""
+    walk = _Walk()
+    conjunctions = _dnf(spec, value, walk, 1)
+    outer = {BLOCK_RANGE} if ranged else set()
+    for atoms in conjunctions:
+        keys = outer | _keys(spec, atoms)
+        for atom in atoms:
+            f = spec[atom.attr]
+            if not f.key and not f.block_number and not f.time and not keys & set(f.needs):
+                raise QueryError(
+                    f"{atom.where}.{f.name}: no index serves this filter on its own, and it is "
+                    f"not run as a scan; combine it in the same and with {' or '.join(f.needs)}")
+    return conjunctions
 
 
 @dataclass
@@ -69,78 +180,136 @@ class _Walk:
     path: list[str] = field(default_factory=list)
 
 
-def compile_filter(spec: dict[str, Field], value: Any, *, ranged: bool = False,
-                   nested: dict[str, Field] | None = None) -> ColumnElement[bool]:
-    """The SQL condition of ``value`` (a filter input object, or None for no filter);
-    ``ranged``: the caller bounds the block range itself (subscriptions read new blocks);
-    ``nested``: the fields of its ``and``/``or`` children, when not ``spec``'s."""
-    if value is None:
-        return true()
-    return _compile(spec, value, frozenset({BLOCK_RANGE} if ranged else ()), _Walk(), 1,
-                    nested or spec)
-
-
-def drives(spec: dict[str, Field], value: Any) -> bool:
-    """Whether the list of ``value`` is read through a ``drive`` field's table (the field is
-    at the top of the filter): compile_branches then leaves the field unwrapped, a condition
-    on that table, which the list joins (queries.events)."""
-    return value is not None and any(
-        f.drive and getattr(value, attr, None) is not None for attr, f in spec.items())
-
-
-def compile_branches(spec: dict[str, Field], value: Any, *,
-                     ranged: bool = False) -> list[ColumnElement[bool]]:
-    """``value`` as conditions whose union is the list, each served by one index range in the
-    list's order, where one OR or IN is not (see queries.paginate): a field of several columns
-    at the top of the filter (a transfer's ``account``: from or to) makes one branch per column,
-    and the first key field's ``in`` at the top one branch per value. At most
-    ``MAX_BRANCHES``; past it the filter stays one condition."""
-    top = spec
-    if drives(spec, value):
-        top = {a: replace(f, wrap=None) if f.drive else f for a, f in spec.items()}
-    branches = _branches(top, value)
-    if len(branches) > MAX_BRANCHES:
-        branches = [(top, value)]
-    return [compile_filter(s, v, ranged=ranged, nested=spec) for s, v in branches]
-
-
-def _branches(spec: dict[str, Field], value: Any) -> list[tuple[dict[str, Field], Any]]:
-    if value is None:
-        return [(spec, value)]
-    out = [(spec, value)]
-    for attr, f in spec.items():
-        if len(f.columns) > 1 and getattr(value, attr, None) is not None:
-            out = [({**spec, attr: replace(f, columns=(column,))}, value)
-                   for column in f.columns]
-            break
-    # A driving field's values first: joined as one IN, an item naming two of them would
-    # come twice.
-    for attr, f in sorted(spec.items(), key=lambda item: not item[1].drive):
+def _dnf(spec: dict[str, Field], value: Any, walk: _Walk, depth: int) -> list[list[_Atom]]:
+    where = "filter" + "".join(walk.path)
+    if depth > MAX_DEPTH:
+        raise QueryError(f"{where}: and/or nested deeper than {MAX_DEPTH}; flatten the filter")
+    atoms = []
+    for attr in spec:
         ops = getattr(value, attr, None)
-        if (f.key and ops is not None and getattr(ops, "in_", None)
-                and getattr(ops, "equal_to", None) is None and not f.time):
-            values = list(dict.fromkeys(ops.in_))
-            return [(s, replace(value, **{attr: replace(ops, in_=None, equal_to=one)}))
-                    for s, _ in out for one in values]
+        if ops is not None:
+            _check(spec[attr], ops, walk, where)
+            atoms.append(_Atom(attr, ops, where))
+    out = [atoms]
+    for i, child in enumerate(value.and_ or ()):
+        walk.path.append(f".and[{i}]")
+        out = _product(out, _dnf(spec, child, walk, depth + 1), "filter" + "".join(walk.path))
+        walk.path.pop()
+    members: list[list[_Atom]] = []
+    for i, child in enumerate(value.or_ or ()):
+        walk.path.append(f".or[{i}]")
+        members += _dnf(spec, child, walk, depth + 1)
+        _bound(len(members), "filter" + "".join(walk.path))
+        walk.path.pop()
+    if value.or_:
+        out = _product(out, members, f"{where}.or")
     return out
 
 
-def _present(value: Any, spec: dict[str, Field]) -> dict[str, Any]:
-    return {attr: getattr(value, attr) for attr in spec if getattr(value, attr, None) is not None}
+def _product(left: list[list[_Atom]], right: list[list[_Atom]],
+             where: str) -> list[list[_Atom]]:
+    _bound(len(left) * len(right), where)
+    return [a + b for a in left for b in right]
 
 
-def _keys(spec: dict[str, Field], fields: dict[str, Any]) -> set[str]:
+class TooManyBranches(QueryError):
+    """A filter that expands to more index branches than ``MAX_BRANCHES``."""
+
+
+def _bound(n: int, where: str) -> None:
+    if n > MAX_BRANCHES:
+        raise TooManyBranches(
+            f"{where}: the filter expands to {n} or more index branches, at most "
+            f"{MAX_BRANCHES} (one per member of an or at any depth, times each or beside it, "
+            f"each value of a key's in, of a name's or call's in beside a pallet, and each "
+            f"side of a transfer's account); split the query or shorten the or and in lists")
+
+
+def _check(f: Field, ops: Any, walk: _Walk, where: str) -> None:
+    """Bounds the input once, where it is written (a condition may sit in many branches)."""
+    given = [a for a in OPERATORS if getattr(ops, a, None) is not None]
+    if not given:
+        raise QueryError(f"{where}.{f.name}: give an operator ({', '.join(OPERATORS.values())})")
+    for attr in given:
+        walk.terms += len(f.columns)
+        if walk.terms > MAX_TERMS:
+            raise QueryError(f"{where}.{f.name}: more than {MAX_TERMS} conditions in one "
+                             f"filter; split the query")
+        if attr == "in_" and len(ops.in_) > MAX_IN:
+            raise QueryError(f"{where}.{f.name}.in: {len(ops.in_)} values, at most "
+                             f"{MAX_IN}; split the query")
+
+
+def _split(spec: dict[str, Field], atoms: list[_Atom]) -> list[list[_Atom]]:
+    """One conjunction as branches: one per column of each field of several, then one per
+    value of the leading key's ``in`` (a driving field's first: joined as one IN, an item
+    naming two of its values would come twice), then, in a branch not read through a driving
+    field, one per value of the ``in`` of a field its key's index holds next (Field.after)."""
+    out: list[list[_Atom]] = [[]]
+    for atom in atoms:
+        n = len(spec[atom.attr].columns)
+        _bound(len(out) * n, f"{atom.where}.{spec[atom.attr].name}")
+        out = [[*b, replace(atom, column=i) if n > 1 else atom] for b in out for i in range(n)]
+    for atom in sorted(atoms, key=lambda a: not spec[a.attr].drive):
+        f = spec[atom.attr]
+        if f.key and _listed(atom) and not f.time:
+            out = _per_value(out, atom, f)
+            break
+    if any(spec[a.attr].drive for a in atoms):
+        return out  # read through the driving field's index: the rest is checked per row
+    for atom in atoms:
+        f = spec[atom.attr]
+        if f.after is None or not _listed(atom):
+            continue
+        split: list[list[_Atom]] = []
+        for branch in out:
+            keyed = any(a.attr == f.after and getattr(a.ops, "equal_to", None) is not None
+                        for a in branch)
+            split += _per_value([branch], atom, f) if keyed else [branch]
+            _bound(len(split), f"{atom.where}.{f.name}.in")
+        out = split
+    return out
+
+
+def _listed(atom: _Atom) -> bool:
+    return (getattr(atom.ops, "in_", None) is not None
+            and getattr(atom.ops, "equal_to", None) is None)
+
+
+def _per_value(out: list[list[_Atom]], atom: _Atom, f: Field) -> list[list[_Atom]]:
+    """Each branch of ``out`` once per value of ``atom``'s ``in``, as an equality."""
+    ops = atom.ops
+    values = list(dict.fromkeys(ops.in_))
+    _bound(len(out) * len(values), f"{atom.where}.{f.name}.in")
+    rest = {a: getattr(ops, a, None) for a in OPERATORS if a not in ("in_", "equal_to")}
+    return [[replace(a, ops=_Ops(equal_to=v, **rest)) if a.ops is ops else a
+             for a in b] for b in out for v in values]
+
+
+def _driver(spec: dict[str, Field], atoms: list[_Atom]) -> _Atom | None:
+    """The ``drive`` field's condition the branch is read through: an equality first."""
+    driving = [a for a in atoms if spec[a.attr].drive]
+    driving.sort(key=lambda a: getattr(a.ops, "equal_to", None) is None)
+    return driving[0] if driving else None
+
+
+def _keys(spec: dict[str, Field], atoms: list[_Atom]) -> set[str]:
     keys = set()
-    for attr, ops in fields.items():
-        f = spec[attr]
+    low: Any = None
+    high: Any = None
+    for atom in atoms:
+        f, ops = spec[atom.attr], atom.ops
         if f.key and (ops.equal_to is not None or getattr(ops, "in_", None) is not None):
             keys.add(f.name)
         if f.block_number:
-            low = _first_set(ops, "greater_than", "greater_than_or_equal_to", "equal_to")
-            high = _first_set(ops, "less_than", "less_than_or_equal_to", "equal_to")
-            if ops.in_ is not None or (low is not None and high is not None
-                                       and high - low <= MAX_RANGE_BLOCKS):
+            if ops.in_ is not None:
                 keys.add(BLOCK_RANGE)
+            lo = _first_set(ops, "greater_than", "greater_than_or_equal_to", "equal_to")
+            hi = _first_set(ops, "less_than", "less_than_or_equal_to", "equal_to")
+            low = lo if low is None or (lo is not None and lo > low) else low
+            high = hi if high is None or (hi is not None and hi < high) else high
+    if low is not None and high is not None and high - low <= MAX_RANGE_BLOCKS:
+        keys.add(BLOCK_RANGE)
     return keys
 
 
@@ -152,36 +321,40 @@ def _first_set(ops: Any, *names: str) -> Any:
     return None
 
 
-def _compile(spec: dict[str, Field], value: Any, outer_keys: frozenset[str], walk: _Walk,
-             depth: int, nested: dict[str, Field]) -> ColumnElement[bool]:
-    where = "filter" + "".join(walk.path)
-    if depth > MAX_DEPTH:
-        raise QueryError(f"{where}: and/or nested deeper than {MAX_DEPTH}; flatten the filter")
-    fields = _present(value, spec)
-    ands: Sequence[Any] = value.and_ or ()
-    ors: Sequence[Any] = value.or_ or ()
-    keys = set(outer_keys) | _keys(spec, fields)
-    for child in ands:
-        keys |= _keys(spec, _present(child, spec))
-    clauses: list[ColumnElement[bool]] = []
-    for attr, ops in fields.items():
-        f = spec[attr]
-        if not f.key and not f.block_number and not f.time and not keys & set(f.needs):
-            raise QueryError(
-                f"{where}.{f.name}: no index serves this filter on its own, and it is not run "
-                f"as a scan; combine it in the same and with {' or '.join(f.needs)}")
-        clauses.append(_field(f, ops, walk, where))
-    for name, children in (("and", ands), ("or", ors)):
-        parts = []
-        for i, child in enumerate(children):
-            walk.path.append(f".{name}[{i}]")
-            parts.append(_compile(nested, child, frozenset(keys), walk, depth + 1, nested))
-            walk.path.pop()
-        if parts:
-            clauses.append(and_(*parts) if name == "and" else or_(*parts))
-    if not clauses:
+def _compile(spec: dict[str, Field], atoms: list[_Atom],
+             driver: _Atom | None) -> ColumnElement[bool]:
+    if not atoms:
         return true()
-    return and_(*clauses)
+    return and_(*[_field(spec[a.attr], a, unwrapped=a is driver) for a in atoms])
+
+
+@dataclass(frozen=True)
+class _Ops:
+    """A field's operators, by their Python names."""
+
+    equal_to: Any = None
+    in_: Any = None
+    greater_than: Any = None
+    greater_than_or_equal_to: Any = None
+    less_than: Any = None
+    less_than_or_equal_to: Any = None
+
+
+def from_graphql(spec: dict[str, Field], raw: Any) -> Any:
+    """A filter as GraphQL coerces it before the resolver (a dict by GraphQL names, as
+    ``graphql.value_from_ast`` gives it), read by the Python names this module reads."""
+    if not isinstance(raw, dict):
+        return None
+    node: dict[str, Any] = {}
+    for attr, f in spec.items():
+        ops = raw.get(f.name)
+        node[attr] = None if not isinstance(ops, dict) else _Ops(
+            **{a: ops.get(g) for a, g in OPERATORS.items()})
+    for attr, name in (("and_", "and"), ("or_", "or")):
+        children = raw.get(name)
+        node[attr] = None if not isinstance(children, list) else [
+            from_graphql(spec, c) for c in children]
+    return SimpleNamespace(**node)
 
 
 #: The network of the list a filter is compiled for, bound by ``queries.with_network``.
@@ -211,22 +384,18 @@ def _time(number: ColumnElement[Any], attr: str, operand: Any) -> ColumnElement[
     return number <= last
 
 
-def _field(f: Field, ops: Any, walk: _Walk, where: str) -> ColumnElement[bool]:
+def _field(f: Field, atom: _Atom, *, unwrapped: bool = False) -> ColumnElement[bool]:
+    """``atom``'s condition: on its branch's column (any of the field's, without one); on the
+    field's own table when ``unwrapped`` (the branch reads through it), else the list's."""
+    columns = f.columns if atom.column is None else (f.columns[atom.column],)
     per_column: list[ColumnElement[bool]] = []
-    for column in f.columns:
+    for column in columns:
         conds: list[ColumnElement[bool]] = []
         for attr in OPERATORS:
-            operand = getattr(ops, attr, None)
+            operand = getattr(atom.ops, attr, None)
             if operand is None:
                 continue
-            walk.terms += 1
-            if walk.terms > MAX_TERMS:
-                raise QueryError(f"{where}.{f.name}: more than {MAX_TERMS} conditions in one "
-                                 f"filter; split the query")
             if attr == "in_":
-                if len(operand) > MAX_IN:
-                    raise QueryError(f"{where}.{f.name}.in: {len(operand)} values, at most "
-                                     f"{MAX_IN}; split the query")
                 conds.append((_time(column, attr, operand) if f.time else column.in_(
                     list(operand))) if operand else false())
             elif f.time:
@@ -236,12 +405,9 @@ def _field(f: Field, ops: Any, walk: _Walk, where: str) -> ColumnElement[bool]:
                               "greater_than_or_equal_to": column.__ge__,
                               "less_than": column.__lt__,
                               "less_than_or_equal_to": column.__le__}[attr](operand))
-        if not conds:
-            raise QueryError(f"{where}.{f.name}: give an operator "
-                             f"({', '.join(OPERATORS.values())})")
         per_column.append(and_(*conds))
     cond = per_column[0] if len(per_column) == 1 else or_(*per_column)
-    return f.wrap(cond) if f.wrap else cond
+    return f.wrap(cond) if f.wrap and not unwrapped else cond
 
 
 def _event_names(cond: ColumnElement[bool]) -> ColumnElement[bool]:
@@ -264,7 +430,7 @@ TRANSFERS = {
 EXTRINSICS = {
     "signer": Field("signer", (ExtrinsicRow.signer,), key=True),
     "pallet": Field("pallet", (ExtrinsicRow.pallet,), key=True),
-    "call": Field("call", (ExtrinsicRow.call,), needs=("pallet",)),
+    "call": Field("call", (ExtrinsicRow.call,), needs=("pallet",), after="pallet"),
     "success": Field("success", (ExtrinsicRow.success,),
                      needs=("signer", "pallet", "hash", BLOCK_RANGE)),
     "hash": Field("hash", (ExtrinsicRow.hash,), key=True),
@@ -273,7 +439,7 @@ EXTRINSICS = {
 }
 EVENTS = {
     "pallet": Field("pallet", (EventRow.pallet,), key=True),
-    "name": Field("name", (EventRow.name,), needs=("pallet", BLOCK_RANGE)),
+    "name": Field("name", (EventRow.name,), needs=("pallet", BLOCK_RANGE), after="pallet"),
     "account": Field("account", (EventAccountRow.account,), key=True, wrap=_event_names,
                      drive=True),
     "block_number": Field("blockNumber", (EventRow.block_number,), block_number=True),

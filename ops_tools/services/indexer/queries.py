@@ -8,14 +8,17 @@ grows.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
     Connection,
+    Join,
     Select,
     and_,
     func,
@@ -27,6 +30,8 @@ from sqlalchemy import (
     tuple_,
     union,
 )
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.ext.compiler import compiles
 
 from ops_tools.services.indexer.tables import (
     AccountRow,
@@ -70,11 +75,12 @@ class Page:
     #: The list's filter without cursor or limit, as the branches whose union it is: what
     #: ``count`` counts.
     filtered: list[Select[Any]]
-    #: The list's sort key (what identifies a row across branches).
-    cols: Sequence[ColumnElement[Any]] = ()
-    #: Count in the list's order: the order names the table that must lead the walk (a join
-    #: read through the accounts, which SQLite would otherwise lead with another key's index).
-    count_in_order: bool = False
+    #: Each branch's sort key (what identifies a row across branches).
+    cols: list[Sequence[ColumnElement[Any]]]
+    #: Count each branch in its order: the order names the table that must lead the walk (a
+    #: join read through the accounts, which SQLite would otherwise lead with another key's
+    #: index).
+    count_in_order: list[bool]
 
 
 def network(conn: Connection, genesis_hash: str | None) -> Any:
@@ -125,6 +131,44 @@ def _after(cols: Sequence[ColumnElement[Any]], key: Sequence[Any], desc: bool) -
     return and_(cols[0] <= key[0] if desc else cols[0] >= key[0], or_(*clauses))
 
 
+# SQLite calls the progress handler every this many virtual-machine steps (a few ms of work).
+_SQLITE_STEPS = 10_000
+
+
+def _timed_out(seconds: float) -> QueryError:
+    return QueryError(
+        f"the read took longer than {seconds:g} s (query_timeout_s) and was stopped: narrow the"
+        " filter with a field an index serves (account, pallet and name or call, signer, a block"
+        " range) or ask for a smaller page")
+
+
+@contextlib.contextmanager
+def read_deadline(conn: Connection, seconds: float) -> Iterator[None]:
+    """Every statement of one read stops after ``seconds`` with a QueryError: whatever the
+    filters and the planner make of them, no request holds the database longer (PostgreSQL's
+    statement_timeout for the transaction; SQLite's progress handler, which interrupts it)."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(f"SET LOCAL statement_timeout = {max(1, round(seconds * 1000))}")
+        try:
+            yield
+        except DBAPIError as exc:
+            if getattr(exc.orig, "sqlstate", None) == "57014":  # query_canceled
+                raise _timed_out(seconds) from None
+            raise
+        return
+    raw = conn.connection.driver_connection
+    deadline = time.monotonic() + seconds
+    raw.set_progress_handler(lambda: time.monotonic() > deadline, _SQLITE_STEPS)
+    try:
+        yield
+    except OperationalError as exc:
+        if "interrupted" in str(exc.orig):
+            raise _timed_out(seconds) from None
+        raise
+    finally:
+        raw.set_progress_handler(None, 0)
+
+
 def _index_walks(conn: Connection) -> None:
     """On PostgreSQL, no sequential scan where an index serves the statement, for the rest of
     the read's transaction: by its statistics the planner scans the table for a count of an
@@ -136,34 +180,40 @@ def _index_walks(conn: Connection) -> None:
 
 
 def paginate(conn: Connection, kind: str, stmt: Select[Any] | Sequence[Select[Any]],
-             cols: Sequence[ColumnElement[Any]], first: int, after: str | None,
-             desc: bool, count_in_order: bool = False) -> Page:
-    """A page in the order of ``cols``. Several statements: the page of their union, each
-    walked in order up to the page's size, then merged; so each branch walks its own index (an
-    either-side account filter is two index ranges: as one OR, SQLite's planner walks the whole
-    list in primary-key order instead, and a sort of the OR's rows reads all of a busy
-    account's)."""
+             cols: Sequence[ColumnElement[Any]] | Sequence[Sequence[ColumnElement[Any]]],
+             first: int, after: str | None, desc: bool,
+             count_in_order: bool | Sequence[bool] = False) -> Page:
+    """A page in the order of ``cols`` (one sort key, or one per statement, labelled alike in
+    the statements' columns). Several statements: the page of their union, each walked in order
+    up to the page's size, then merged; so each branch walks its own index (an either-side
+    account filter is two index ranges: as one OR, SQLite's planner walks the whole list in
+    primary-key order instead, and a sort of the OR's rows reads all of a busy account's)."""
     branches = [stmt] if isinstance(stmt, Select) else list(stmt)
+    per = (list(cols) if cols and isinstance(cols[0], list | tuple)
+           else [cols] * len(branches))
+    in_order = ([count_in_order] * len(branches) if isinstance(count_in_order, bool)
+                else list(count_in_order))
     filtered = branches
     _index_walks(conn)
     if after is not None:
         key = decode_cursor(kind, after)
-        if len(key) != len(cols):
+        if len(key) != len(per[0]):
             raise QueryError(f"after: {after!r} is not a cursor of this list")
-        branches = [b.where(_after(cols, key, desc)) for b in branches]
-    order = [c.desc() if desc else c.asc() for c in cols]
+        branches = [b.where(_after(c, key, desc)) for b, c in zip(branches, per, strict=True)]
     if len(branches) == 1:
+        order = [c.desc() if desc else c.asc() for c in per[0]]
         rows = list(conn.execute(branches[0].order_by(*order).limit(first + 1)))
     else:
-        merged = union(*(select(b.order_by(*order).limit(first + 1).subquery())
-                         for b in branches)).subquery()
-        by = [merged.c[c.key] for c in cols]
+        merged = union(*(select(b.order_by(*[c.desc() if desc else c.asc() for c in bc])
+                                .limit(first + 1).subquery())
+                         for b, bc in zip(branches, per, strict=True))).subquery()
+        by = [merged.c[c.key] for c in per[0]]
         rows = list(conn.execute(select(merged).order_by(
             *[c.desc() if desc else c.asc() for c in by]).limit(first + 1)))
     has_next = len(rows) > first
     rows = rows[:first]
-    keys = [[getattr(r, c.key) for c in cols] for r in rows]
-    return Page(rows, keys, has_next, after is not None, filtered, cols, count_in_order)
+    keys = [[getattr(r, c.key) for c in per[0]] for r in rows]
+    return Page(rows, keys, has_next, after is not None, filtered, per, in_order)
 
 
 def count(conn: Connection, page: Page, cap: int) -> tuple[int, bool]:
@@ -172,20 +222,21 @@ def count(conn: Connection, page: Page, cap: int) -> tuple[int, bool]:
     filters are the ones the lists' indexes serve, so each walk is over an index range and
     stops at the cap; it is never a scan of a whole table. Several branches are read one after
     the other, their keys gathered until more than ``cap`` are found (a row several branches
-    match, a transfer to oneself, counts once): the work stays a few times the cap however many
-    branches an ``in`` makes, not the cap times the branches."""
+    match, a transfer to oneself, counts once): branches that match apart (an ``in``'s values)
+    stop after a few caps' worth; branches that match the same rows can each walk up to the
+    cap, which is why the query cost multiplies a filtered list by its branches (limits.py)."""
     _index_walks(conn)
-    filtered = ([b.order_by(*page.cols) for b in page.filtered] if page.count_in_order
-                else page.filtered)
+    filtered = [b.order_by(*c) if o else b
+                for b, c, o in zip(page.filtered, page.cols, page.count_in_order, strict=True)]
     if len(filtered) == 1:
         walked = conn.execute(select(func.count()).select_from(
             filtered[0].with_only_columns(literal(1)).limit(cap + 1).subquery())
         ).scalar_one()
         return min(walked, cap), walked > cap
     keys: set[tuple[Any, ...]] = set()
-    for branch in filtered:
+    for branch, cols in zip(filtered, page.cols, strict=True):
         keys.update(tuple(r) for r in conn.execute(
-            branch.with_only_columns(*page.cols).limit(cap + 1)))
+            branch.with_only_columns(*cols).limit(cap + 1)))
         if len(keys) > cap:
             return cap, True
     return len(keys), False
@@ -215,11 +266,20 @@ def _range(stmt: Select[Any], col: ColumnElement[Any], low: int | None,
     return stmt
 
 
+Where = ColumnElement[bool] | Sequence[ColumnElement[bool]] | None
+
+
+def _wheres(where: Where) -> list[ColumnElement[bool] | None]:
+    """A compiled filter, or the branches of one (filters.branches) whose union is the list:
+    one statement each."""
+    return [where] if where is None or isinstance(where, ColumnElement) else list(where)
+
+
 def blocks(conn: Connection, net: int, first: int, after: str | None, desc: bool,
-           low: int | None, high: int | None, where: ColumnElement[bool] | None = None) -> Page:
-    stmt = _where(select(BlockRow).where(BlockRow.network_id == net), where, net)
-    stmt = _range(stmt, BlockRow.number, low, high)
-    return paginate(conn, "block", stmt, [BlockRow.number], first, after, desc)
+           low: int | None, high: int | None, where: Where = None) -> Page:
+    stmts = [_range(_where(select(BlockRow).where(BlockRow.network_id == net), w, net),
+                    BlockRow.number, low, high) for w in _wheres(where)]
+    return paginate(conn, "block", stmts, [BlockRow.number], first, after, desc)
 
 
 def block_hashes(conn: Connection, net: int, low: int, high: int) -> dict[int, str]:
@@ -241,64 +301,87 @@ def block(conn: Connection, net: int, number: int | None, hash_: str | None) -> 
 def extrinsics(conn: Connection, net: int, first: int, after: str | None, desc: bool, *,
                pallet: str | None, call: str | None, account: str | None,
                success: bool | None, low: int | None, high: int | None,
-               hash_: str | None = None, where: ColumnElement[bool] | None = None) -> Page:
-    stmt = _where(select(ExtrinsicRow).where(ExtrinsicRow.network_id == net), where, net)
-    if pallet is not None:
-        stmt = stmt.where(ExtrinsicRow.pallet == pallet)
-    if call is not None:
-        stmt = stmt.where(ExtrinsicRow.call == call)
-    if account is not None:
-        stmt = stmt.where(ExtrinsicRow.signer == account)
-    if success is not None:
-        stmt = stmt.where(ExtrinsicRow.success.is_(success))
-    if hash_ is not None:
-        stmt = stmt.where(ExtrinsicRow.hash == hash_.lower())
-    stmt = _range(stmt, ExtrinsicRow.block_number, low, high)
-    return paginate(conn, "extrinsic", stmt, [ExtrinsicRow.block_number, ExtrinsicRow.idx],
+               hash_: str | None = None, where: Where = None) -> Page:
+    stmts = []
+    for w in _wheres(where):
+        stmt = _where(select(ExtrinsicRow).where(ExtrinsicRow.network_id == net), w, net)
+        if pallet is not None:
+            stmt = stmt.where(ExtrinsicRow.pallet == pallet)
+        if call is not None:
+            stmt = stmt.where(ExtrinsicRow.call == call)
+        if account is not None:
+            stmt = stmt.where(ExtrinsicRow.signer == account)
+        if success is not None:
+            stmt = stmt.where(ExtrinsicRow.success.is_(success))
+        if hash_ is not None:
+            stmt = stmt.where(ExtrinsicRow.hash == hash_.lower())
+        stmts.append(_range(stmt, ExtrinsicRow.block_number, low, high))
+    return paginate(conn, "extrinsic", stmts, [ExtrinsicRow.block_number, ExtrinsicRow.idx],
                     first, after, desc)
 
 
 def events(conn: Connection, net: int, first: int, after: str | None, desc: bool, *,
            pallet: str | None, name: str | None, account: str | None, low: int | None,
-           high: int | None,
-           where: ColumnElement[bool] | Sequence[ColumnElement[bool]] | None = None,
-           joined: bool = False) -> Page:
-    """``where``: a compiled filter, or the branches of one (filters.compile_branches);
-    ``joined``: its conditions name the event's accounts directly (filters.drives), so each
-    branch is read through them. An account (this argument or the filter's) is a walk of the
-    accounts' index, (network, account, block, index), in the list's order, each event read
-    by its key: checked event by event instead (EXISTS), an account that few events name
-    was a walk of every event of the network."""
-    wheres: list[ColumnElement[bool] | None] = (
-        [where] if where is None or isinstance(where, ColumnElement) else list(where))
-    via = joined or account is not None
+           high: int | None, where: Where = None,
+           joined: bool | Sequence[bool] = False) -> Page:
+    """``where``: a compiled filter, or the branches of one (filters.branches); ``joined``
+    (for all of them, or each): the branch's condition names the event's accounts directly
+    (filters.Branch.joined), so it is read through them. An account (this argument or the
+    filter's) is a walk of the accounts' index, (network, account, block, index), in the list's
+    order, each event read by its key: checked event by event instead (EXISTS), an account that
+    few events name was a walk of every event of the network. Branches read through the
+    accounts and branches read through the events are merged by the same (block, index) key."""
+    wheres = _wheres(where)
+    joins = [joined] * len(wheres) if isinstance(joined, bool) else list(joined)
     named = ((EventAccountRow.network_id == EventRow.network_id)
              & (EventAccountRow.block_number == EventRow.block_number)
              & (EventAccountRow.event_idx == EventRow.idx))
-    branches = []
-    for w in wheres:
+    stmts, cols, vias = [], [], []
+    for w, join in zip(wheres, joins, strict=True):
+        via = join or account is not None
         if via:
-            stmt = select(EventRow, EventAccountRow.event_idx).join(EventAccountRow, named).where(
+            # The accounts lead: SQLite, without statistics, would as soon walk a pallet's
+            # index in the events and sort what it finds by the accounts' key.
+            stmt = select(EventRow, EventAccountRow.event_idx).select_from(_Leading(
+                EventAccountRow.__table__, EventRow.__table__, named)).where(
                 EventAccountRow.network_id == net)
         else:
-            stmt = select(EventRow).where(EventRow.network_id == net)
+            # Labelled as the joined branches' key, which a union of both merges by.
+            stmt = select(EventRow, EventRow.idx.label("event_idx")).where(
+                EventRow.network_id == net)
         stmt = _where(stmt, w, net)
         if pallet is not None:
             stmt = stmt.where(EventRow.pallet == pallet)
         if name is not None:
             stmt = stmt.where(EventRow.name == name)
-        if account is not None and not joined:
+        if account is not None and not join:
             stmt = stmt.where(EventAccountRow.account == account)
         elif account is not None:  # the join reads the filter's account; this one is checked
             stmt = stmt.where(select(EventAccountRow.event_idx).where(
                 EventAccountRow.network_id == net, EventAccountRow.account == account,
                 EventAccountRow.block_number == EventRow.block_number,
                 EventAccountRow.event_idx == EventRow.idx).correlate(EventRow).exists())
-        branches.append(_range(stmt, EventAccountRow.block_number if via
-                               else EventRow.block_number, low, high))
-    cols = ([EventAccountRow.block_number, EventAccountRow.event_idx] if via
-            else [EventRow.block_number, EventRow.idx])
-    return paginate(conn, "event", branches, cols, first, after, desc, count_in_order=via)
+        stmts.append(_range(stmt, EventAccountRow.block_number if via
+                            else EventRow.block_number, low, high))
+        cols.append([EventAccountRow.block_number, EventAccountRow.event_idx] if via
+                    else [EventRow.block_number, EventRow.idx])
+        vias.append(via)
+    return paginate(conn, "event", stmts, cols, first, after, desc, count_in_order=vias)
+
+
+class _Leading(Join):
+    """An inner join whose left table leads the walk on SQLite too (``CROSS JOIN``, which its
+    planner never reorders; PostgreSQL, with statistics, plans it as a join)."""
+
+    inherit_cache = True
+
+
+@compiles(_Leading, "sqlite")
+def _leading_sqlite(join: _Leading, compiler: Any, **kw: Any) -> str:
+    kw.pop("asfrom", None)
+    return (join.left._compiler_dispatch(compiler, asfrom=True, **kw) + " CROSS JOIN "
+            + join.right._compiler_dispatch(compiler, asfrom=True, **kw) + " ON "
+            + join.onclause._compiler_dispatch(compiler, **kw))
 
 
 def extrinsics_at(conn: Connection, net: int,
@@ -331,11 +414,10 @@ def events_of_extrinsics(conn: Connection, net: int, keys: Sequence[tuple[int, i
 def transfers(conn: Connection, net: int, first: int, after: str | None, desc: bool, *,
               account: str | None, sender: str | None, recipient: str | None,
               low: int | None, high: int | None,
-              where: ColumnElement[bool] | Sequence[ColumnElement[bool]] | None = None) -> Page:
-    """``where``: a compiled filter, or the branches of one (filters.compile_branches) whose
-    union is the list; an ``account`` (either side) makes two branches of each."""
-    wheres: list[ColumnElement[bool] | None] = (
-        [where] if where is None or isinstance(where, ColumnElement) else list(where))
+              where: Where = None) -> Page:
+    """``where``: a compiled filter, or the branches of one (filters.branches) whose union is
+    the list; an ``account`` (either side) makes two branches of each."""
+    wheres = _wheres(where)
     sides = [None] if account is None else [TransferRow.sender == account,
                                             TransferRow.recipient == account]
     branches = []
@@ -355,13 +437,15 @@ def transfers(conn: Connection, net: int, first: int, after: str | None, desc: b
 
 def heartbeats(conn: Connection, net: int, first: int, after: str | None, desc: bool, *,
                account: str | None, low: int | None, high: int | None,
-               where: ColumnElement[bool] | None = None) -> Page:
-    stmt = _where(select(HeartbeatRow).where(HeartbeatRow.network_id == net), where, net)
-    if account is not None:
-        stmt = stmt.where(HeartbeatRow.account == account)
-    stmt = _range(stmt, HeartbeatRow.block_number, low, high)
-    return paginate(conn, "heartbeat", stmt, [HeartbeatRow.block_number, HeartbeatRow.event_idx],
-                    first, after, desc)
+               where: Where = None) -> Page:
+    stmts = []
+    for w in _wheres(where):
+        stmt = _where(select(HeartbeatRow).where(HeartbeatRow.network_id == net), w, net)
+        if account is not None:
+            stmt = stmt.where(HeartbeatRow.account == account)
+        stmts.append(_range(stmt, HeartbeatRow.block_number, low, high))
+    return paginate(conn, "heartbeat", stmts,
+                    [HeartbeatRow.block_number, HeartbeatRow.event_idx], first, after, desc)
 
 
 def operators(conn: Connection, net: int, first: int, after: str | None, desc: bool, *,

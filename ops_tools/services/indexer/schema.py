@@ -6,21 +6,36 @@ from __future__ import annotations
 import asyncio
 import enum
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterator,
+    Sequence,
+)
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Annotated, Any, Generic, NewType, TypeVar
 
 import strawberry
-from graphql import GraphQLError
+from graphql import (
+    FieldNode,
+    GraphQLError,
+    GraphQLInputObjectType,
+    GraphQLSchema,
+    GraphQLString,
+    value_from_ast,
+)
 from sqlalchemy import Connection as SAConnection
 from strawberry.dataloader import DataLoader
 from strawberry.extensions import (
-    AddValidationRules,
     DisableIntrospection,
     MaskErrors,
     QueryDepthLimiter,
+    SchemaExtension,
 )
 from strawberry.scalars import JSON
 from strawberry.types import Info
@@ -29,7 +44,7 @@ from ops_tools import __version__
 from ops_tools.services.common.clientip import Network
 from ops_tools.services.indexer import filters, queries
 from ops_tools.services.indexer.feed import CommitFeed
-from ops_tools.services.indexer.limits import Limits, cost_rule
+from ops_tools.services.indexer.limits import Limits, Refused, cost_rule
 from ops_tools.services.indexer.queries import Page, QueryError, encode_cursor
 from ops_tools.services.indexer.sockets import drop, peer
 
@@ -407,8 +422,8 @@ class Subscription:
     @strawberry.subscription(description="New events (all, or those the filter matches).")
     async def events(self, info: Info, filter: EventFilter | None = None,
                      ) -> AsyncGenerator[Event, None]:
-        where = filters.compile_branches(filters.EVENTS, filter, ranged=True)
-        joined = filters.drives(filters.EVENTS, filter)
+        branches = filters.branches(filters.EVENTS, filter, ranged=True)
+        where, joined = [b.where for b in branches], [b.joined for b in branches]
         n = _ctx(info).limits.max_page_size
         async for row, _net, removed in _follow(
                 info, "event", lambda c, net, lo, hi, a: queries.events(
@@ -706,7 +721,7 @@ class Query:
                      filter: BlockFilter | None = None,
                      order_by: OrderBy | None = None) -> Connection[Block]:
         n = _first(info, first)
-        where = filters.compile_filter(filters.BLOCKS, filter)
+        where = filters.compile_branches(filters.BLOCKS, filter)
         desc = _desc(order, order_by)
 
         def read(c: SAConnection) -> Connection[Block]:
@@ -730,7 +745,7 @@ class Query:
                          filter: ExtrinsicFilter | None = None,
                          order_by: OrderBy | None = None) -> Connection[Extrinsic]:
         n = _first(info, first)
-        where = filters.compile_filter(filters.EXTRINSICS, filter)
+        where = filters.compile_branches(filters.EXTRINSICS, filter)
         desc = _desc(order, order_by)
 
         def read(c: SAConnection) -> Connection[Extrinsic]:
@@ -752,8 +767,8 @@ class Query:
                      filter: EventFilter | None = None,
                      order_by: OrderBy | None = None) -> Connection[Event]:
         n = _first(info, first)
-        where = filters.compile_branches(filters.EVENTS, filter)
-        joined = filters.drives(filters.EVENTS, filter)
+        branches = filters.branches(filters.EVENTS, filter)
+        where, joined = [b.where for b in branches], [b.joined for b in branches]
         desc = _desc(order, order_by)
 
         def read(c: SAConnection) -> Connection[Event]:
@@ -813,7 +828,7 @@ class Query:
                          filter: HeartbeatFilter | None = None,
                          order_by: OrderBy | None = None) -> Connection[Heartbeat]:
         n = _first(info, first)
-        where = filters.compile_filter(filters.HEARTBEATS, filter)
+        where = filters.compile_branches(filters.HEARTBEATS, filter)
         desc = _desc(order, order_by)
 
         def read(c: SAConnection) -> Connection[Heartbeat]:
@@ -850,11 +865,59 @@ def _masked(error: GraphQLError) -> bool:
     return original is not None and not isinstance(original, QueryError | GraphQLError)
 
 
+#: The lists whose filter is read as index branches (filters.branches), by field name, with the
+#: name of the filter's input type.
+BRANCHED = {"transfers": (filters.TRANSFERS, "TransferFilter"),
+            "events": (filters.EVENTS, "EventFilter"),
+            "extrinsics": (filters.EXTRINSICS, "ExtrinsicFilter"),
+            "heartbeats": (filters.HEARTBEATS, "HeartbeatFilter"),
+            "blocks": (filters.BLOCKS, "BlockFilter")}
+
+
+def count_branches(schema: GraphQLSchema, node: FieldNode, variables: dict[str, Any]) -> int:
+    """The index branches a list's arguments make, as its resolver will read them: its
+    filter's (filters.count_branches), twice for ``transfers``' ``account`` argument (both
+    sides). An argument GraphQL will refuse counts 1 (the refusal is what the client gets); a
+    filter past the branches' bound is refused with the cost (400, before any SQL)."""
+    spec, type_name = BRANCHED.get(node.name.value, (None, ""))
+    if spec is None:
+        return 1
+    n = 1
+    for arg in node.arguments or ():
+        name = arg.name.value
+        if name == "filter":
+            input_type = schema.get_type(type_name)
+            raw = (value_from_ast(arg.value, input_type, variables)
+                   if isinstance(input_type, GraphQLInputObjectType) else None)
+            if isinstance(raw, dict):
+                try:
+                    n *= filters.count_branches(spec, filters.from_graphql(spec, raw))
+                except filters.TooManyBranches as exc:
+                    raise Refused(str(exc)) from None
+        elif name == "account" and node.name.value == "transfers":
+            n *= 1 if value_from_ast(arg.value, GraphQLString, variables) is None else 2
+    return n
+
+
+class CostLimit(SchemaExtension):
+    """The cost rule (limits.py) with this operation's variables: a filter passed as a variable
+    is paid for its branches as one written in the query is."""
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+
+    def on_operation(self) -> Iterator[None]:
+        ctx = self.execution_context
+        ctx.validation_rules = (*ctx.validation_rules,
+                                cost_rule(self.limits, ctx.variables, count_branches))
+        yield
+
+
 def build_schema(limits: Limits, *, introspection: bool = True) -> strawberry.Schema:
     return strawberry.Schema(query=Query, subscription=Subscription, extensions=[
         *([] if introspection else [DisableIntrospection]),
         QueryDepthLimiter(max_depth=limits.max_depth),
-        AddValidationRules([cost_rule(limits)]),
+        partial(CostLimit, limits),
         MaskErrors(should_mask_error=_masked,
                    error_message="internal error of the indexer; see its log"),
     ])

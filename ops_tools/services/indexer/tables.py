@@ -82,7 +82,11 @@ class ExtrinsicRow(Base):
 
     __table_args__ = (
         Index("ix_indexer_extrinsics_signer", "network_id", "signer", "block_number", "idx"),
-        Index("ix_indexer_extrinsics_call", "network_id", "pallet", "call", "block_number"),
+        # A pallet (and call) filter's page is an ordered walk of its range: each index ends
+        # with the list's whole sort key (migration 0005).
+        Index("ix_indexer_extrinsics_pallet", "network_id", "pallet", "block_number", "idx"),
+        Index("ix_indexer_extrinsics_call", "network_id", "pallet", "call", "block_number",
+              "idx"),
         Index("ix_indexer_extrinsics_hash", "network_id", "hash"),
     )
 
@@ -100,7 +104,9 @@ class EventRow(Base):
     args: Mapped[str] = mapped_column(Text)
 
     __table_args__ = (
-        Index("ix_indexer_events_name", "network_id", "pallet", "name", "block_number"),
+        # As the extrinsics' pallet and call indexes (migration 0005).
+        Index("ix_indexer_events_pallet", "network_id", "pallet", "block_number", "idx"),
+        Index("ix_indexer_events_name", "network_id", "pallet", "name", "block_number", "idx"),
     )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ops_tools.worker.config import ENGINE_KINDS
-from ops_tools.worker.engines.base import Answer, EngineLoad, HttpEngine
+from ops_tools.worker.engines.base import ENGINE_KEEPALIVE_S, Answer, EngineLoad, HttpEngine
 from ops_tools.worker.engines.front import Engine, EngineFront
 from ops_tools.worker.engines.llamacpp import LlamaCppEngine
 from ops_tools.worker.engines.openai import OpenAIEngine
@@ -26,12 +26,13 @@ _HTTP: dict[str, type[HttpEngine]] = {
 }
 
 def make_engine(kind: str, url: str, models: list[str], token_delay_ms: int = 0,
-                model_path: Path | None = None) -> Engine:
+                model_path: Path | None = None,
+                keepalive_s: float = ENGINE_KEEPALIVE_S) -> Engine:
     if kind == "test":
         return TestEngine(models, token_delay_ms)
     if kind == "llamacpp":
-        return LlamaCppEngine(url, model_path)
-    return _HTTP[kind](url)
+        return LlamaCppEngine(url, model_path, keepalive_s)
+    return _HTTP[kind](url, keepalive_s)
 
 
 __all__ = ["ENGINE_KINDS", "Answer", "Engine", "EngineFront", "EngineLoad", "HttpEngine",

@@ -13,7 +13,37 @@ import orjson
 
 # An engine's own answers are read whole only when small: health, metrics, model lists, errors.
 MAX_SIDE_BODY = 1 << 20
+# A whole (non-streamed) answer: far over any completion or embeddings batch, and the gateway
+# bounds what it takes from the worker far lower (upstream_max_body_bytes).
+MAX_ANSWER_BODY = 64 << 20
 PROBE_TIMEOUT = aiohttp.ClientTimeout(total=3.0)
+# How long an idle connection to the engine stays in the worker's pool: shorter than the engine
+# keeps it (uvicorn-based engines, vLLM and SGLang among them, close one after 5 s; llama.cpp's
+# server too), so the worker always closes first and never sends a request on a connection the
+# engine is closing (that request would fail: a worker failure to the gateway).
+ENGINE_KEEPALIVE_S = 4.0
+
+
+class BodyTooLarge(Exception):
+    """An engine's answer went over the worker's bound for it."""
+
+
+async def read_whole(response: aiohttp.ClientResponse, limit: int) -> bytes:
+    """The whole body, read to its end, or ``BodyTooLarge`` once it passes ``limit`` bytes.
+
+    Not ``response.content.read(limit)``: that returns only what has arrived so far, so an
+    answer longer than what came first was cut short and relayed as if whole (a 2 MiB answer as
+    its first 128 KiB; a busy engine's as its first few KiB, under any bound)."""
+    length = response.content_length
+    if length is not None and length > limit:
+        raise BodyTooLarge(f"the engine's answer is {length} bytes; the limit is {limit}")
+    parts, size = [], 0
+    async for chunk in response.content.iter_any():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge(f"the engine's answer passed the limit of {limit} bytes")
+        parts.append(chunk)
+    return b"".join(parts)
 
 
 class Answer:
@@ -99,8 +129,9 @@ class HttpEngine:
     kind = "openai"
     name = "openai-compatible"
 
-    def __init__(self, base_url: str) -> None:
+    def __init__(self, base_url: str, keepalive_s: float = ENGINE_KEEPALIVE_S) -> None:
         self.base_url = base_url.rstrip("/")
+        self.keepalive_s = keepalive_s
         self._client: aiohttp.ClientSession | None = None
 
     @property
@@ -108,7 +139,7 @@ class HttpEngine:
         if self._client is None:  # made on first use: aiohttp binds it to the running loop
             self._client = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=1000, limit_per_host=0,
-                                               keepalive_timeout=60),
+                                               keepalive_timeout=self.keepalive_s),
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=3.0, sock_read=600.0),
                 auto_decompress=False, cookie_jar=aiohttp.DummyCookieJar(),
                 skip_auto_headers=("User-Agent",),
@@ -117,7 +148,7 @@ class HttpEngine:
 
     async def _get(self, path: str) -> tuple[int, bytes]:
         async with self.client.get(self.base_url + path, timeout=PROBE_TIMEOUT) as response:
-            return response.status, await response.content.read(MAX_SIDE_BODY)
+            return response.status, await read_whole(response, MAX_SIDE_BODY)
 
     async def _get_json(self, path: str) -> Any:
         status, raw = await self._get(path)
@@ -171,9 +202,15 @@ class HttpEngine:
             return Answer(response.status, stream=response.content.iter_any(),
                           close=response.close)
         try:
-            body = await response.content.read(64 << 20)
-        finally:
-            response.release()
+            body = await read_whole(response, MAX_ANSWER_BODY)
+        except BodyTooLarge as exc:
+            response.close()  # the rest is not read: the connection is not reused
+            return Answer(502, openai_error(502, str(exc), "server_error",
+                                            "engine_answer_too_large"))
+        except BaseException:
+            response.close()
+            raise
+        response.release()
         if response.status >= 400:
             body = normalise_error(response.status, body)
         return Answer(response.status, body)

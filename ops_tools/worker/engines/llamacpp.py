@@ -39,7 +39,13 @@ from typing import Any
 import orjson
 
 from ops_tools.sse import EventSplitter
-from ops_tools.worker.engines.base import Answer, EngineLoad, HttpEngine
+from ops_tools.worker.engines.base import (
+    ENGINE_KEEPALIVE_S,
+    Answer,
+    EngineLoad,
+    HttpEngine,
+    read_whole,
+)
 
 _TURN = {"user": "<start_of_turn>user\n", "assistant": "<start_of_turn>model\n"}
 _END = "<end_of_turn>\n"
@@ -76,8 +82,9 @@ class LlamaCppEngine(HttpEngine):
     kind = "llamacpp"
     name = "llama.cpp"
 
-    def __init__(self, base_url: str, model_path: Path | None = None) -> None:
-        super().__init__(base_url)
+    def __init__(self, base_url: str, model_path: Path | None = None,
+                 keepalive_s: float = ENGINE_KEEPALIVE_S) -> None:
+        super().__init__(base_url, keepalive_s)
         self.inflight = 0
         self.model_path = model_path
         self._tokenizer: Any = None
@@ -157,7 +164,7 @@ class LlamaCppEngine(HttpEngine):
     async def _engine_count(self, model: str, text: str) -> int:
         async with self.client.post(self.base_url + "/extras/tokenize/count",
                                     json={"model": model, "input": text}) as response:
-            doc = orjson.loads(await response.content.read(MAX_EVENT))
+            doc = orjson.loads(await read_whole(response, MAX_EVENT))
         return int(doc["count"])
 
     async def _count_tokens(self, model: str, texts: tuple[str, str]) -> tuple[int, int]:

@@ -4,7 +4,10 @@ picks the attack:
 
 - ``lie-negative``, ``lie-huge`` (2**63), ``lie-float``, ``lie-string``: a normal three-word
   answer whose usage lies (streamed too, the lie in the usage chunk);
-- ``huge-body``: a 2 MiB answer; streamed, one 2 MiB event line;
+- ``huge-body``: a 2 MiB answer, its first 4 KiB at once and the rest 0.5 s later (as a busy
+  engine's answer arrives: the worker must relay it whole, not what came first); streamed, one
+  2 MiB event line;
+- ``not-json``: a 200 whose body is the first half of an answer (not JSON);
 - ``drip``: a stream of valid chunks, one every 0.3 s, forever;
 - ``silent``: accepts the request and never answers.
 
@@ -20,7 +23,7 @@ import json
 from aiohttp import web
 
 LIES = {"lie-negative": -1_000_000_000, "lie-huge": 2**63, "lie-float": 1.5, "lie-string": "7"}
-MODELS = [*LIES, "huge-body", "drip", "silent"]
+MODELS = [*LIES, "huge-body", "not-json", "drip", "silent"]
 ANSWER = "one two three"
 
 
@@ -58,7 +61,17 @@ async def completions(request: web.Request) -> web.StreamResponse:
     if body.get("stream"):
         return await _stream(request, model)
     if model == "huge-body":
-        return web.Response(body=b'{"pad": "' + b"x" * (2 * 1024 * 1024) + b'"}',
+        whole = b'{"pad": "' + b"x" * (2 * 1024 * 1024) + b'"}'
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        response.content_length = len(whole)
+        await response.prepare(request)
+        await response.write(whole[:4096])
+        await asyncio.sleep(0.5)
+        await response.write(whole[4096:])
+        await response.write_eof()
+        return response
+    if model == "not-json":
+        return web.Response(body=b'{"id": "hostile", "object": "chat.completion", "choi',
                             content_type="application/json")
     doc = {"id": "hostile", "object": "chat.completion", "model": model,
            "choices": [{"index": 0, "message": {"role": "assistant", "content": ANSWER},

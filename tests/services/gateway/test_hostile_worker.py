@@ -6,8 +6,10 @@ is) or of the built-in test engine, and clients on raw sockets.
 - Lying usage (negative, 2**63, fractional, a string; streamed too) is not billed as reported:
   the gateway's own count is, the lie is on the receipt, costs stay within the reservation, and
   after ``misreports_before_exclusion`` lies the operator takes no traffic and says why.
-- Over-limit answers (a huge body, a huge event line) and workers that never answer or drip get
-  a 502 (or an error event once a stream started), cost nothing, and count as failures.
+- Over-limit answers (a huge body, a huge event line), answers that are not JSON, and workers
+  that never answer or drip get a 502 (or an error event once a stream started), cost nothing,
+  and count as failures. An aborted answer's connection is not reused: nothing the worker sends
+  on it afterwards is taken for the answer to a later request.
 - A client that abandons a stream after N chunks pays for the chunks it was sent.
 """
 
@@ -18,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import orjson
 import pytest
 
 from ops_tools.services.gateway import store
@@ -62,11 +65,23 @@ def hostile_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         proc.stop()
 
 
-def hostile_worker(tmp_path: Path, chain, gateway: Gateway, engine_url: str, uri: str,
-                   models: list[str], **extra):
+@pytest.fixture
+def procs() -> Iterator[list[Proc]]:
+    """The test's worker processes, stopped however the test ends (a failed assertion too)."""
+    started: list[Proc] = []
+    try:
+        yield started
+    finally:
+        for proc in started:
+            proc.stop()
+
+
+def hostile_worker(procs: list[Proc], tmp_path: Path, chain, gateway: Gateway, engine_url: str,
+                   uri: str, models: list[str], **extra):
     w = start_worker(tmp_path, chain, gateway.url, name=uri.strip("/").lower(), dev_uri=uri,
                      register_stake=2 * TOKEN, engine_url=engine_url,
                      extra={"models": models, **extra})
+    procs.append(w.proc)
     transfer(chain, "//Alice", w.operator, 5 * TOKEN)
     wait_for(lambda: all(gateway.workers()["live_workers_per_model"].get(m) for m in models),
              90, f"{uri}'s worker to be live")
@@ -92,9 +107,9 @@ def worker_row(gateway: Gateway, operator: str) -> dict:
 
 
 def test_lying_usage_is_billed_by_the_gateways_count_and_excludes_the_liar(
-        tmp_path, chain, gateway, engine, hostile_engine):
+        tmp_path, chain, gateway, engine, hostile_engine, procs):
     lies = ["lie-negative", "lie-huge", "lie-float", "lie-string"]
-    w = hostile_worker(tmp_path, chain, gateway, hostile_engine, "//GwLiar", lies)
+    w = hostile_worker(procs, tmp_path, chain, gateway, hostile_engine, "//GwLiar", lies)
     key = make_key(engine, budget=10**12)
     for model in lies:
         response = chat(gateway, key, model)
@@ -131,13 +146,15 @@ def test_lying_usage_is_billed_by_the_gateways_count_and_excludes_the_liar(
 
 
 def test_answers_over_the_limits_get_502_cost_nothing_and_count_failures(
-        tmp_path, chain, gateway, engine, hostile_engine):
-    w = hostile_worker(tmp_path, chain, gateway, hostile_engine, "//GwHuge", ["huge-body"])
+        tmp_path, chain, gateway, engine, hostile_engine, procs):
+    w = hostile_worker(procs, tmp_path, chain, gateway, hostile_engine, "//GwHuge", ["huge-body"])
     key = make_key(engine, budget=10**12)
     body = chat(gateway, key, "huge-body")
     assert body.status_code == 502, body.text
-    assert "limit of 65536 bytes" in body.json()["error"]["message"] or \
-        "the limit is 65536" in body.json()["error"]["message"]
+    # The worker relays the engine's answer whole, however slowly it came (the hostile engine
+    # sends its first 4 KiB, then the rest): with its length, which is over the limit.
+    assert body.json()["error"]["message"].endswith(
+        f"is {2 * 1024 * 1024 + 11} bytes; the limit is 65536")
     line = chat(gateway, key, "huge-body", stream=True)
     assert line.status_code == 200  # the stream had started: its end is an error event
     assert "limit of 8192 bytes" in line.text and "[DONE]" not in line.text
@@ -150,9 +167,25 @@ def test_answers_over_the_limits_get_502_cost_nothing_and_count_failures(
     w.proc.stop()
 
 
+def test_an_answer_that_is_not_json_gets_502_costs_nothing_and_counts_a_failure(
+        tmp_path, chain, gateway, engine, hostile_engine, procs):
+    """A cut-off answer (what the worker relayed when it read only the first part of a long
+    answer) is not an answer: it was relayed with a 200 and its prompt billed."""
+    w = hostile_worker(procs, tmp_path, chain, gateway, hostile_engine, "//GwGarbage", ["not-json"])
+    key = make_key(engine, budget=10**12)
+    garbage = chat(gateway, key, "not-json")
+    assert garbage.status_code == 502, garbage.text
+    assert garbage.json()["error"]["message"].endswith("is not a JSON object")
+    [receipt] = wait_for(lambda: closed_receipts(engine, key, 1), 30, "the closed receipt")
+    assert (receipt["cost"], receipt["status"]) == (0, "failed")
+    assert store.usage(engine, key)["spent"] == 0
+    w.proc.stop()
+
+
 def test_silent_and_dripping_workers_time_out_unbilled(
-        tmp_path, chain, gateway, engine, hostile_engine):
-    w = hostile_worker(tmp_path, chain, gateway, hostile_engine, "//GwSlow", ["silent", "drip"])
+        tmp_path, chain, gateway, engine, hostile_engine, procs):
+    w = hostile_worker(procs, tmp_path, chain, gateway, hostile_engine, "//GwSlow",
+                       ["silent", "drip"])
     key = make_key(engine, budget=10**12)
     silent = chat(gateway, key, "silent")
     assert silent.status_code == 502 and silent.json()["error"]["code"] == "upstream_error"
@@ -202,7 +235,7 @@ def test_abandoned_streams_pay_for_the_chunks_they_were_sent(tmp_path, chain, ga
 
 
 def test_a_request_lost_in_a_crash_is_reconciled_at_the_next_start(
-        tmp_path, chain, hostile_engine):
+        tmp_path, chain, hostile_engine, procs):
     """The gateway is killed (SIGKILL) while a request waits on a silent worker: its receipt
     stays open and its reservation held. The next start closes the receipt, charges nothing
     and releases the reservation."""
@@ -214,7 +247,7 @@ def test_a_request_lost_in_a_crash_is_reconciled_at_the_next_start(
     db = open_database(url, pool_size=2)
     w = None
     try:
-        w = hostile_worker(tmp_path, chain, gw, hostile_engine, "//GwCrash", ["silent"])
+        w = hostile_worker(procs, tmp_path, chain, gw, hostile_engine, "//GwCrash", ["silent"])
         key = make_key(db.engine, budget=10**12)
         sock = send_request(gw, key, {"model": "silent", "max_tokens": 10,
                                       "messages": [{"role": "user", "content": PROMPT}]})
@@ -249,7 +282,7 @@ def test_a_chunked_answer_is_cut_at_the_limit():
     import aiohttp
     from aiohttp import web
 
-    from ops_tools.services.gateway.api import OverLimit, read_bounded
+    from ops_tools.services.gateway.bounded import OverLimit, read_bounded
 
     sent = {"bytes": 0}
 
@@ -285,3 +318,79 @@ def test_a_chunked_answer_is_cut_at_the_limit():
 
     asyncio.run(run())
     assert sent["bytes"] < 100000 * 16384  # the gateway stopped reading long before the end
+
+
+def test_an_aborted_answer_leaves_nothing_for_the_next_request_on_its_connection():
+    """A hostile worker answers over the limit (every byte of it arrives at once), then sends a
+    forged answer on the same connection while it sits idle. The connection of an aborted answer
+    is closed, never pooled: the next request gets its own answer, on a new connection, not the
+    forgery (a raw loopback server, the gateway's own upstream client and reading function)."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from ops_tools.services.gateway.bounded import OverLimit, read_answer
+    from ops_tools.services.gateway.config import GatewaySettings
+    from ops_tools.services.gateway.service import GatewayState
+
+    gateway_side = SimpleNamespace(fields=GatewaySettings(
+        listen_port=1, state_dir="/nonexistent", worker_secret_file="/nonexistent",
+        allow_private_endpoints=True))
+
+    forged = b'{"forged": true}'
+    closed: list[int] = []
+    big_conns: list[int] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = writer.get_extra_info("peername")[1]
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                               if line.lower().startswith(b"content-length:")), 0)
+                await reader.readexactly(length)
+                path = head.split(b" ", 2)[1]
+                if path == b"/big":
+                    big_conns.append(conn)
+                    body = b'{"pad": "' + b"x" * 70_000 + b'"}'
+                    writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                                 b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+                    await writer.drain()
+                    await asyncio.sleep(0.3)  # the gateway has stopped reading by now
+                    writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                                 b"Content-Length: %d\r\n\r\n%s" % (len(forged), forged))
+                    await writer.drain()
+                else:
+                    body = b'{"own": true, "conn": %d}' % conn
+                    writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                                 b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+                    await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            closed.append(conn)
+        finally:
+            writer.close()
+
+    async def run() -> tuple[bytes, list[int]]:
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            async with GatewayState.upstream_client(gateway_side) as client:
+                big = await client.post(f"http://127.0.0.1:{port}/big", data=b"{}")
+                await asyncio.sleep(0.1)  # the whole over-limit body is in the gateway's buffer
+                with pytest.raises(OverLimit, match="70011 bytes; the limit is 65536"):
+                    await read_answer(big, 65536)
+                await asyncio.sleep(0.6)  # the forged answer has been sent by now
+                after = await client.post(f"http://127.0.0.1:{port}/small", data=b"{}")
+                own = await read_answer(after, 65536)
+                for _ in range(50):  # the server notices the close
+                    if closed:
+                        break
+                    await asyncio.sleep(0.05)
+                return own, list(closed)
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    own, closed_before_the_end = asyncio.run(run())
+    assert own.startswith(b'{"own": true'), own  # its own answer, not the forgery
+    assert orjson.loads(own)["conn"] != big_conns[0]  # on a new connection
+    assert closed_before_the_end == big_conns  # the aborted answer's connection was closed

@@ -1,5 +1,6 @@
 """Query cost and counts against an index of a running development chain, on SQLite and on
-PostgreSQL: the nested events → extrinsic → events attack is refused before any SQL runs; an
+PostgreSQL: the nested events → extrinsic → events attack and a hostile in-list of 100 accounts
+(200 index branches) are refused before any SQL runs; an
 allowed nested query runs one SQL query per level whatever its page sizes (counted on the API's
 engine); ``totalCount`` agrees with the transfers made, is exact for blocks and is capped, and
 says so, past ``count_cap``; ``_metadata`` carries SubQuery's names with the chain's values."""
@@ -20,6 +21,8 @@ ALICE = Keypair.create_from_uri("//Alice", ss58_format=42)
 # ran, with one SQL query per event and per extrinsic.
 ATTACK = ("{ events(first: 99) { edges { node { extrinsic { events(first: 99) { index name } } "
           "} } } }")
+HOSTILE = ("query($f: TransferFilter) {{ transfers(first: {n}, filter: $f) {{ edges {{ node {{ "
+           "from to blockNumber }} }} }} }}")
 NESTED = ("{{ events(first: {n}) {{ edges {{ node {{ blockNumber index extrinsicIndex "
           "extrinsic {{ blockNumber index hash events(first: {m}) {{ blockNumber index "
           "extrinsicIndex }} }} }} }} }} }}")
@@ -41,6 +44,25 @@ def test_nested_cost_sql_per_level_and_total_counts(chain, database_url, tmp_pat
         messages = [e["message"] for e in body.get("errors") or []]
         assert any("query cost 21790 is over the limit 20000" in m for m in messages), body
         assert status == 400 and body.get("data") is None and sql == [], (status, sql)
+
+        # The hostile in-list, against the running net-indexer: 100 accounts, either side, are
+        # 200 index branches of up to first + 1 rows each; paid per branch, it is refused with
+        # 400 naming the cost, the limit and the branches, and reads nothing (counted in
+        # process). The same list with a small page costs within the limit and is right.
+        hostile = [receiver] + [fresh_account().ss58_address for _ in range(99)]
+        status, body = ix.graphql(HOSTILE.format(n=100), {"f": {"account": {"in": hostile}}})
+        messages = [e["message"] for e in body.get("errors") or []]
+        assert status == 400 and body.get("data") is None, (status, body)
+        assert any("query cost 102000 is over the limit 20000: the filter of transfers expands "
+                   "to 200 index branches" in m for m in messages), body
+        with api.counting() as sql:
+            status, body = api.post(HOSTILE.format(n=100), {"f": {"account": {"in": hostile}}})
+        assert status == 400 and sql == [], (status, sql)
+        status, body = ix.graphql(HOSTILE.format(n=2), {"f": {"account": {"in": hostile}}})
+        assert status == 200 and not body.get("errors"), body
+        edges = body["data"]["transfers"]["edges"]
+        assert [e["node"]["blockNumber"] for e in edges] == sent[:2]
+        assert all(e["node"]["to"] == receiver for e in edges)
 
         # Allowed nested pages: one query for the network, one per level, whatever the sizes.
         counts = {}

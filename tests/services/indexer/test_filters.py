@@ -1,7 +1,8 @@
 """SubQuery-style filters and orderBy against an index of a running development chain, on
 SQLite and on PostgreSQL: transfers made with substrate-interface come back by recipient, either
-side, block range, and/or, in both orders, with totalCount agreeing; a filter no index serves is
-refused, naming the field, before any SQL runs. The refusal rules themselves, pure, too."""
+side, block range, and/or (accounts at any depth), in both orders, with totalCount agreeing; a
+filter no index serves, or past the bound on index branches, is refused, naming the field,
+before any SQL runs. The refusal rules themselves, pure, too."""
 
 from __future__ import annotations
 
@@ -89,6 +90,12 @@ def test_filters_agree_with_the_chain_and_unindexed_filters_are_refused(
             "greaterThanOrEqualTo": sent[0][0], "lessThanOrEqualTo": sent[1][0]}}]}) \
             == ([expected[1]], 1)
         assert transfers({"to": _is(fresh_account().ss58_address)}) == ([], 0)
+        # Accounts nested in and/or, each read as its own index range.
+        assert transfers({"or": [{"and": [{"account": _is(a)}, {"blockNumber": {
+            "lessThan": sent[2][0]}}]}, {"or": [{"to": {"in": [b]}}]}]}) == (expected[:2], 2)
+        assert transfers({"and": [{"account": _is(ALICE.ss58_address)},
+                                  {"or": [{"account": _is(b)}, {"to": _is(a)}]}]},
+                         "BLOCK_NUMBER_DESC") == (expected[::-1], 3)
 
         got = api.data(EXTRINSICS_Q, {"f": {
             "signer": _is(ALICE.ss58_address), "pallet": _is("Balances"),
@@ -157,6 +164,17 @@ def test_filters_agree_with_the_chain_and_unindexed_filters_are_refused(
             messages = [e["message"] for e in body.get("errors") or []]
             assert any(message in m for m in messages), (f, body)
             assert sql == [], (f, sql)
+
+        # Past the bound on index branches: refused with the cost (400), naming where the
+        # filter overflowed, before any SQL runs.
+        wide = {"and": [{"or": [{"to": _is(f"t{i}")} for i in range(15)]},
+                        {"or": [{"from": _is(f"f{i}")} for i in range(15)]}]}
+        with api.counting() as sql:
+            status, body = api.post(TRANSFERS_Q, {"f": wide})
+        messages = [e["message"] for e in body.get("errors") or []]
+        assert status == 400 and body.get("data") is None and sql == [], (status, body, sql)
+        assert any(m.startswith("transfers: filter.and[1]: the filter expands to 225 or more "
+                                "index branches, at most 200") for m in messages), body
     finally:
         api.close()
         ix.stop()

@@ -3,6 +3,7 @@ storage functions on an in-memory database."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
@@ -22,7 +23,7 @@ from ops_tools.services.indexer.forks import (
 )
 from ops_tools.services.indexer.limits import COUNT_COST, READ_COST, Limits, query_cost
 from ops_tools.services.indexer.model import Block, Event, RawBlock, Transfer
-from ops_tools.services.indexer.schema import Health
+from ops_tools.services.indexer.schema import Health, build_schema
 from ops_tools.services.indexer.tables import Base
 
 ALICE = "5GrwvaEF5zXb26Fz9rcQpDWS57CtERHpNehXCPcNoHGKutQY"
@@ -102,6 +103,47 @@ def test_nested_reads_and_counts_are_weighted():
                  "} } }").definitions[0]
     assert query_cost(page.selection_set, {}, limits) == (
         READ_COST + COUNT_COST + (1 + 1) + 50 * (1 + 1))
+
+
+def test_a_filtered_list_is_paid_once_per_index_branch():
+    """The cost rule counts the branches a filter expands to as the resolver reads them, from
+    a literal or from a variable alike: an in of 100 accounts (either side: 200 index
+    branches) with first: 100 is refused naming the cost, the limit and the branches."""
+    schema = build_schema(Limits())
+    per = READ_COST + 100 * (1 + 1 + 2)  # edges, node, from, to
+    many = [f"a{i}" for i in range(100)]
+    listed = ", ".join(f'"{a}"' for a in many)
+    literal = ("{ transfers(first: 100, filter: {account: {in: [" + listed + "]}}) { edges { "
+               "node { from to } } } }")
+    variable = ("query($f: TransferFilter) { transfers(first: 100, filter: $f) { edges { node "
+                "{ from to } } } }")
+    for query, values in ((literal, None), (variable, {"f": {"account": {"in": many}}})):
+        result = asyncio.run(schema.execute(query, variable_values=values))
+        assert result.data is None and result.errors, result
+        assert result.errors[0].message.startswith(
+            f"query cost {200 * per} is over the limit 20000: the filter of transfers expands "
+            f"to 200 index branches"), result.errors
+
+    def cost(query: str, values: dict) -> int:
+        # The cost of an allowed query, read off the refusal under a limit of 0.
+        tight = build_schema(Limits(max_cost=0))
+        message = asyncio.run(tight.execute(query, variable_values=values)).errors[0].message
+        return int(message.split()[2])
+
+    small = ("query($f: TransferFilter, $a: String) { transfers(first: 1, account: $a, "
+             "filter: $f) { edges { cursor } } }")
+    one = cost(small, {"f": None, "a": None})
+    assert one == READ_COST + 2
+    # Two or members, each an account either side; the account argument doubles them all;
+    # identical members are read once; a nested events(first) of an extrinsic has no filter.
+    two_accounts = {"or": [{"account": {"equalTo": "a"}}, {"account": {"equalTo": "b"}}]}
+    assert cost(small, {"f": two_accounts, "a": None}) == 4 * one
+    assert cost(small, {"f": two_accounts, "a": "c"}) == 8 * one
+    assert cost(small, {"f": {"or": [{"to": {"equalTo": "a"}}] * 5}, "a": None}) == one
+    events = ("query($f: EventFilter) { events(first: 2, filter: $f) { edges { node { "
+              "extrinsic { events(first: 3) { index } } } } } }")
+    base = cost(events, {"f": None})
+    assert cost(events, {"f": {"account": {"in": ["a", "b", "c"]}}}) == 3 * base
 
 
 def test_accounts_are_found_in_nested_event_fields():

@@ -1,10 +1,10 @@
-"""The machines of a remote inventory as the drills reach them: ``ssh`` with the inventory's
-connection variables (``ansible_host``, ``ansible_port``, ``ansible_user``,
+"""The machines of a remote inventory as the drills and the backup reach them: ``ssh`` with
+the inventory's connection variables (``ansible_host``, ``ansible_port``, ``ansible_user``,
 ``ansible_ssh_private_key_file``, ``ansible_ssh_common_args``), in batch mode, host keys checked
 as the user's SSH configuration checks them (never added), and ``sudo -n`` for what needs root,
 as Ansible's ``become``. A node's RPC and the monitoring listen on their machine's loopback
-only: the drill reaches them through local port forwards (``ssh -N -L``), each a process of its
-own stopped by its PID when the drill ends.
+only: a drill (and the key-loss drill) reaches them through local port forwards
+(``ssh -N -L``), each a process of its own stopped by its PID when the drill ends.
 """
 
 from __future__ import annotations
