@@ -85,6 +85,7 @@ def starts_process(item: pytest.Item) -> bool:
 # So does a module that imports the helpers of tests/localnet.py, or the module itself.
 LOCALNET_NAMES = frozenset({"localnet_lock", "localnet_stack"})
 LOCALNET_MODULE = "tests.localnet"
+SHARED_NETWORK = "shared_localnet"  # the fixture of the shared default network (tests/conftest.py)
 
 
 def _uses_localnet(module: Any) -> bool:
@@ -102,7 +103,10 @@ def xdist_group(item: pytest.Item) -> str:
     fleet per session, not per worker), and otherwise the test's file, so a module's fixtures
     start once. ``module_groups`` makes the choice once for a whole module."""
     module = getattr(item, "module", None)
-    if module is not None and _uses_localnet(module):
+    # The shared default network is one per process: its users must be on the lane's worker,
+    # or a second worker starts another one and holds the lock while the lane waits.
+    if (module is not None and _uses_localnet(module)) \
+            or SHARED_NETWORK in getattr(item, "fixturenames", ()):
         return "localnet"
     if "testhosts" in getattr(item, "fixturenames", ()):
         return "testhosts"
@@ -174,7 +178,6 @@ def read_costs(path: Path = LANE_COSTS) -> dict[str, float]:
         return {}
 
 
-SHARED_NETWORK = "shared_localnet"  # the fixture of the shared default network (tests/conftest.py)
 
 
 def shared_network_together(items: list[pytest.Item]) -> list[pytest.Item]:

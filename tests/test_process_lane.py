@@ -215,3 +215,23 @@ def test_groups_are_handed_out_longest_first_then_unknown_ones_then_the_fast_tes
              _Grouped("b1", "localnet"), _Grouped("a1", "tests/a.py"), _Grouped("b2", "localnet")]
     ordered = longest_first(items, costs)  # type: ignore[arg-type]
     assert [i.name for i in ordered] == ["a1", "b1", "b2", "new", "fast"]
+
+
+def test_a_module_on_the_shared_network_is_in_the_local_networks_lane() -> None:
+    """It needs no import of tests/localnet.py (the fixture comes from tests/conftest.py): the
+    fixture itself puts it there, or another worker starts a second shared network and holds
+    the machine's lock while the lane waits for it."""
+    import types
+
+    from tests.process_lane import SHARED_NETWORK, xdist_group
+
+    class Shared:
+        module = types.ModuleType("test_uses_the_shared_network")
+        fixturenames = (SHARED_NETWORK, "tmp_path")
+        nodeid = "tests/deploy/test_shared.py::test_x"
+
+    class Plain(Shared):
+        fixturenames = ("tmp_path",)
+
+    assert xdist_group(Shared()) == "localnet"  # type: ignore[arg-type]
+    assert xdist_group(Plain()) == "tests/deploy/test_shared.py"  # type: ignore[arg-type]
