@@ -111,9 +111,12 @@ def test_a_killed_drill_is_restored_by_resume(localnet):
     try:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline and proc.poll() is None:
-            facts = json.loads(journal_path.read_text()).get("facts", {}) \
-                if journal_path.exists() else {}
-            if "injected_at" in facts and "detected_at" not in facts:
+            # Killed while it waits for the alert: the fault is in and the detect step is open
+            # (the injection's fact is written before the inject step is closed, so the fact
+            # alone is too early a sign).
+            journal = json.loads(journal_path.read_text()) if journal_path.exists() else {}
+            steps = {s["name"]: s["status"] for s in journal.get("steps", [])}
+            if steps.get("detect") == "running" and "detected_at" not in journal["facts"]:
                 break
             time.sleep(0.5)
         assert proc.poll() is None, proc.stderr.read().decode()[-3000:] if proc.stderr else ""
