@@ -34,6 +34,9 @@ class DoubleState:
     seen: list[dict[str, Any]] = field(default_factory=list)
 
 
+STATE = web.AppKey("state", DoubleState)
+
+
 def _error(message: str, status: int) -> web.Response:
     body = {"object": "error", "message": message, "type": "BadRequestError", "param": None,
             "code": status}
@@ -46,7 +49,7 @@ def _usage(body: dict[str, Any], n: int) -> dict[str, int]:
 
 
 async def _completions(request: web.Request) -> web.StreamResponse:
-    state: DoubleState = request.app["state"]
+    state: DoubleState = request.app[STATE]
     body = await request.json()
     state.seen.append(body)
     if body.get("model") != state.model:
@@ -74,19 +77,19 @@ async def _completions(request: web.Request) -> web.StreamResponse:
 
 
 async def _models(request: web.Request) -> web.Response:
-    state: DoubleState = request.app["state"]
+    state: DoubleState = request.app[STATE]
     data = [{"id": state.model, "object": "model"}] if state.lists_models else []
     return web.json_response({"object": "list", "data": data})
 
 
 async def _health(request: web.Request) -> web.Response:
-    state: DoubleState = request.app["state"]
+    state: DoubleState = request.app[STATE]
     return web.Response(status=200 if state.healthy else 503)
 
 
 def _prometheus(running: str, waiting: str):
     async def metrics(request: web.Request) -> web.Response:
-        state: DoubleState = request.app["state"]
+        state: DoubleState = request.app[STATE]
         label = f'{{model_name="{state.model}"}}'
         text = (f"# HELP {running} Number of requests running.\n# TYPE {running} gauge\n"
                 f"{running}{label} {float(state.running)}\n"
@@ -97,12 +100,12 @@ def _prometheus(running: str, waiting: str):
 
 
 async def _sglang_model_info(request: web.Request) -> web.Response:
-    state: DoubleState = request.app["state"]
+    state: DoubleState = request.app[STATE]
     return web.json_response({"model_path": state.model, "is_generation": True})
 
 
 async def _trtllm_metrics(request: web.Request) -> web.Response:
-    state: DoubleState = request.app["state"]
+    state: DoubleState = request.app[STATE]
     stats = [{"iter": 1, "numActiveRequests": 0, "numQueuedRequests": 0, "gpuMemUsage": 1},
              {"iter": 2, "numActiveRequests": state.running,
               "numQueuedRequests": state.waiting, "gpuMemUsage": 1}]
@@ -111,7 +114,7 @@ async def _trtllm_metrics(request: web.Request) -> web.Response:
 
 def build(kind: str, state: DoubleState) -> web.Application:
     app = web.Application()
-    app["state"] = state
+    app[STATE] = state
     app.router.add_post("/v1/completions", _completions)
     app.router.add_get("/v1/models", _models)
     if kind == "vllm":

@@ -38,6 +38,7 @@ from strawberry.extensions import (
     SchemaExtension,
 )
 from strawberry.scalars import JSON
+from strawberry.schema.config import StrawberryConfig
 from strawberry.types import Info
 
 from ops_tools import __version__
@@ -48,10 +49,11 @@ from ops_tools.services.indexer.limits import Limits, Refused, cost_rule
 from ops_tools.services.indexer.queries import Page, QueryError, encode_cursor
 from ops_tools.services.indexer.sockets import drop, peer
 
-BigInt = strawberry.scalar(
-    NewType("BigInt", str), serialize=str, parse_value=lambda v: str(int(v)),
+BigInt = NewType("BigInt", str)
+SCALARS = {BigInt: strawberry.scalar(
+    name="BigInt", serialize=str, parse_value=lambda v: str(int(v)),
     description="An unsigned integer of any size (plancks), as a decimal string.",
-)
+)}
 T = TypeVar("T")
 
 
@@ -582,7 +584,7 @@ class Extrinsic:
     call: str
     args: JSON
     success: bool
-    fee: BigInt | None  # type: ignore[valid-type]
+    fee: BigInt | None
     error: JSON | None
 
     @strawberry.field(description="The events this extrinsic emitted.")
@@ -630,7 +632,7 @@ def _event(row: Any, removed: bool = False) -> Event:
 class Transfer:
     from_: str = strawberry.field(name="from")
     to: str
-    amount: BigInt  # type: ignore[valid-type]
+    amount: BigInt
     block_number: int
     event_index: int
     extrinsic_hash: str | None
@@ -645,7 +647,7 @@ def _transfer(r: Any, removed: bool = False) -> Transfer:
 @strawberry.type
 class Operator:
     account: str
-    stake: BigInt  # type: ignore[valid-type]
+    stake: BigInt
     attestation_hash: str
     last_heartbeat_epoch: int
     registered_at: int = strawberry.field(description="Block of the registration.")
@@ -664,9 +666,9 @@ class Heartbeat:
 @strawberry.type
 class Account:
     address: str
-    free: BigInt  # type: ignore[valid-type]
-    reserved: BigInt  # type: ignore[valid-type]
-    frozen: BigInt  # type: ignore[valid-type]
+    free: BigInt
+    reserved: BigInt
+    frozen: BigInt
     nonce: int
     as_of_block: int
 
@@ -914,10 +916,12 @@ class CostLimit(SchemaExtension):
 
 
 def build_schema(limits: Limits, *, introspection: bool = True) -> strawberry.Schema:
-    return strawberry.Schema(query=Query, subscription=Subscription, extensions=[
+    # Extensions as factories: strawberry makes each request its own.
+    return strawberry.Schema(query=Query, subscription=Subscription,
+                             config=StrawberryConfig(scalar_map=SCALARS), extensions=[
         *([] if introspection else [DisableIntrospection]),
-        QueryDepthLimiter(max_depth=limits.max_depth),
+        partial(QueryDepthLimiter, max_depth=limits.max_depth),
         partial(CostLimit, limits),
-        MaskErrors(should_mask_error=_masked,
-                   error_message="internal error of the indexer; see its log"),
+        partial(MaskErrors, should_mask_error=_masked,
+                error_message="internal error of the indexer; see its log"),
     ])
