@@ -87,10 +87,14 @@ class Procs:
         self.procs: list[subprocess.Popen[bytes]] = []
         self.pids: dict[str, int] = {}
 
-    def start(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
+    def start(self, name: str, args: list[str], env: dict[str, str] | None = None,
+              cpus: set[int] | None = None) -> None:
+        """``cpus``: the CPUs the program and its children may run on (default: this one's)."""
+        pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
         with (self.root / f"{name}.log").open("wb") as log:
             self.procs.append(subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
-                                               start_new_session=True, env=env))
+                                               start_new_session=True, env=env,
+                                               preexec_fn=pin))
         self.pids[name] = self.procs[-1].pid
 
     def stop(self) -> None:

@@ -2,6 +2,7 @@
 (TTFT) and generated tokens per second at 1, 4 and 8 concurrent clients.
 
     python benchmarks/inference.py [--rounds N] [--per-client N] [--max-tokens N]
+    python benchmarks/inference.py --engine-cpus 1   # the engine alone on CPU 1, the rest on 0
     python benchmarks/inference.py --net NET.json   # on `localnet up --engine llamacpp --json`
 
 Without ``--net`` it starts its own stack on free loopback ports (the stack of
@@ -25,17 +26,24 @@ request of a run (llama-cpp-python streams one chunk per generated token; the di
 usage chunk, so both paths count the same way) over the run's wall time.
 
 Method (the machine is shared and the engine's two threads take both cores, so the direct path
-alone drifts between minutes by more than the targets): every path first gets ``--warmup``
-requests that are not counted (model pages, connection pools, the worker's tokenizer); then, for
-each client count, ``--rounds`` rounds, each one run per path (``--per-client`` requests per
-client), the paths' order rotating round by round so that none always goes first. A path's run is
-summed up by its TTFT median and its tokens/s; the overhead is taken **per round**, each path's
-run against the direct run next to it in time (a drift in the machine's load hits both), and
-printed as the median of the rounds' differences with its spread (the middle half and the
-extremes). The engine answers one request at a time (llama-cpp-python's server holds a lock), so
-more clients queue: TTFT grows with them on both paths and there is the place in the queue, not
-an overhead; at 4 and 8 clients compare the throughput. The load generator shares the machine's
-cores with the servers: the 1-minute load average is printed with each client count.
+alone drifts between minutes by more than the targets): every path first gets ``--warmup`` requests
+that are not counted (model pages, connection pools, the worker's tokenizer); then, for each client
+count, ``--rounds`` rounds, each one run per path (``--per-client`` requests per client), the
+paths' order rotating round by round so that none always goes first. A path's run is summed up by
+its TTFT median, its tokens/s, and two parts of a request's time that show where a difference in
+tokens/s comes from: the median gap between text chunks (the relay's per-token cost, and the engine
+slowed by processes sharing its cores) and the tail (the last text chunk to the end of the stream:
+the usage chunk and ``[DONE]``). The overhead is taken **per round**, each path's run against the
+direct run next to it in time (a drift in the machine's load hits both), and printed as the median
+of the rounds' differences with its spread (the middle half and the extremes). The engine answers
+one request at a time (llama-cpp-python's server holds a lock), so more clients queue: TTFT grows
+with them on both paths and there is the place in the queue, not an overhead; at 4 and 8 clients
+compare the throughput. The load generator shares the machine's cores with the servers: the
+1-minute load average is printed with each client count.
+
+``--engine-cpus`` gives the engine CPUs of its own (as a GPU engine has its device: the relays'
+work then cannot slow the generation) with one thread per CPU, and pins the benchmark, the
+node, the gateway and the worker to the others; it needs the benchmark's own stack.
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import statistics
@@ -81,19 +90,32 @@ PROMPTS = ["The capital of France is", "Water boils at", "The largest planet is"
 
 
 @dataclass
-class Run:
-    ttft_ms: list[float]
+class Answer:
+    ttft_ms: float
     tokens: int
+    gap_ms: float  # median between text chunks
+    tail_ms: float  # the last text chunk to the end of the stream
+
+
+@dataclass
+class Run:
+    answers: list[Answer]
     wall_s: float
+
+    @property
+    def tokens(self) -> int:
+        return sum(a.tokens for a in self.answers)
+
+    def median(self, field: str) -> float:
+        return statistics.median(getattr(a, field) for a in self.answers)
 
 
 async def one(client: httpx.AsyncClient, url: str, headers: dict[str, str], prompt: str,
-              max_tokens: int) -> tuple[float, int]:
+              max_tokens: int) -> Answer:
     body = {"model": "gemma-3-270m", "prompt": prompt, "max_tokens": max_tokens,
             "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
     start = time.perf_counter()
-    first: float | None = None
-    tokens = 0
+    texts: list[float] = []
     async with client.stream("POST", url + "/v1/completions", json=body,
                              headers=headers) as response:
         response.raise_for_status()
@@ -101,31 +123,35 @@ async def one(client: httpx.AsyncClient, url: str, headers: dict[str, str], prom
             if not line.startswith("data: ") or line == "data: [DONE]":
                 continue
             event = json.loads(line[6:])
-            if first is None and event.get("choices") and event["choices"][0].get("text"):
-                first = time.perf_counter()
             if event.get("choices") and event["choices"][0].get("text"):
-                tokens += 1
-    assert first is not None, "no text in the stream"
-    return (first - start) * 1000, tokens
+                texts.append(time.perf_counter())
+    end = time.perf_counter()
+    assert texts, "no text in the stream"
+    gaps = [b - a for a, b in itertools.pairwise(texts)] or [0.0]
+    return Answer((texts[0] - start) * 1000, len(texts), statistics.median(gaps) * 1000,
+                  (end - texts[-1]) * 1000)
 
 
 async def run(url: str, headers: dict[str, str], clients: int, per_client: int,
               max_tokens: int) -> Run:
     async with httpx.AsyncClient(timeout=600) as client:
-        async def worker(index: int) -> list[tuple[float, int]]:
+        async def worker(index: int) -> list[Answer]:
             return [await one(client, url, headers, PROMPTS[(index + i) % len(PROMPTS)],
                               max_tokens) for i in range(per_client)]
 
         start = time.perf_counter()
         results = await asyncio.gather(*(worker(i) for i in range(clients)))
         wall = time.perf_counter() - start
-    flat = [r for rs in results for r in rs]
-    return Run([t for t, _ in flat], sum(n for _, n in flat), wall)
+    return Run([a for answers in results for a in answers], wall)
 
 
 @contextlib.contextmanager
-def stack(root: Path, engine_counts: bool = False) -> Iterator[dict[str, Any]]:
+def stack(root: Path, engine_counts: bool = False,
+          engine_cpus: set[int] | None = None) -> Iterator[dict[str, Any]]:
     """The network's shape on free ports, as ``localnet up --json`` describes it."""
+    if engine_cpus:
+        # Everything started from here on inherits the rest; the engine is given its own.
+        os.sched_setaffinity(0, os.sched_getaffinity(0) - engine_cpus)
     procs = Procs(root)
     node = DevNode(root / "node", str(raw_spec(plain_spec(
         root / "plain.json", chain_id="bench_net", slot_ms=1000, epoch_length=EPOCH_BLOCKS))),
@@ -135,9 +161,9 @@ def stack(root: Path, engine_counts: bool = False) -> Iterator[dict[str, Any]]:
         engine_url = f"http://127.0.0.1:{engine_port}"
         (root / "engine.yml").write_text(yaml.safe_dump({
             "kind": "llamacpp", "listen_port": engine_port, "state_dir": str(root),
-            "threads": 2}))
+            "threads": len(engine_cpus) if engine_cpus else 2}))
         procs.start("engine", [str(BIN / "net-local-engine"), "--config",
-                               str(root / "engine.yml")])
+                               str(root / "engine.yml")], cpus=engine_cpus)
         wait(lambda: httpx.get(engine_url + "/v1/models").status_code == 200, 600, "engine")
         _fund_and_register(node)
         db_url = f"sqlite:///{root / 'gateway.db'}"
@@ -191,12 +217,21 @@ def main() -> None:
     parser.add_argument("--clients", default="1,4,8", help="comma-separated client counts")
     parser.add_argument("--engine-counts", action="store_true",
                         help="no engine_model_path for the worker: the engine counts the usage")
+    parser.add_argument("--engine-cpus", default="",
+                        help="comma-separated CPUs for the engine alone (one thread each); the"
+                        " benchmark, node, gateway and worker get the others")
     args = parser.parse_args()
+    engine_cpus = {int(c) for c in args.engine_cpus.split(",") if c.strip()}
+    if engine_cpus and (args.net is not None
+                        or not engine_cpus < os.sched_getaffinity(0)):
+        parser.error(f"--engine-cpus {args.engine_cpus!r}: give some but not all of this"
+                     f" machine's CPUs {sorted(os.sched_getaffinity(0))}, on the benchmark's"
+                     " own stack (not with --net)")
     if args.net is not None:
         measure(json.loads(args.net.read_text()), args)
         return
     with (tempfile.TemporaryDirectory(prefix="bench-inference-") as tmp,
-          stack(Path(tmp), args.engine_counts) as net):
+          stack(Path(tmp), args.engine_counts, engine_cpus) as net):
         measure(net, args)
 
 
@@ -233,17 +268,23 @@ def measure(net: dict[str, Any], args: Any) -> None:
             for name in names[round_ % len(names):] + names[:round_ % len(names)]:
                 runs[name].append(asyncio.run(run(*paths[name], clients, args.per_client,
                                                   args.max_tokens)))
-        ttft = {n: [statistics.median(r.ttft_ms) for r in rs] for n, rs in runs.items()}
+        ttft = {n: [r.median("ttft_ms") for r in rs] for n, rs in runs.items()}
         rate = {n: [r.tokens / r.wall_s for r in rs] for n, rs in runs.items()}
+        gap = {n: [r.median("gap_ms") for r in rs] for n, rs in runs.items()}
+        tail = {n: [r.median("tail_ms") for r in rs] for n, rs in runs.items()}
         print(f"\n{clients} client(s); load average {load_start:.2f} -> {os.getloadavg()[0]:.2f};"
               " per path the median of its runs [middle half] (extremes):")
         for name in names:
-            print(f"  {name:7} TTFT ms {spread(ttft[name])}; tokens/s {spread(rate[name])}")
+            print(f"  {name:7} TTFT ms {spread(ttft[name])}; tokens/s {spread(rate[name])};"
+                  f" gap ms {spread(gap[name])}; tail ms {spread(tail[name])}")
         for name in names[1:]:
             d_ttft = [g - d for g, d in zip(ttft[name], ttft["direct"], strict=True)]
             d_rate = [(g - d) / d * 100 for g, d in zip(rate[name], rate["direct"], strict=True)]
+            d_gap = [g - d for g, d in zip(gap[name], gap["direct"], strict=True)]
+            d_tail = [g - d for g, d in zip(tail[name], tail["direct"], strict=True)]
             print(f"  {name} - direct, per round: TTFT ms {spread(d_ttft, True)};"
-                  f" tokens/s % {spread(d_rate, True)}")
+                  f" tokens/s % {spread(d_rate, True)}; gap ms {spread(d_gap, True)};"
+                  f" tail ms {spread(d_tail, True)}")
 
 
 if __name__ == "__main__":
