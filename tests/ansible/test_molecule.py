@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -48,9 +49,17 @@ class Run:
     left_behind: list[str]
 
 
-def _processes_under(path: Path) -> list[str]:
-    out = subprocess.run(["pgrep", "-a", "-f", str(path)], capture_output=True, text=True)
-    return [ln for ln in out.stdout.splitlines() if "pgrep" not in ln]
+def _processes_under(path: Path, grace_s: float = 30) -> list[str]:
+    """The processes whose command line names ``path`` that are still there after ``grace_s``:
+    a process on its way out is not left behind (mitogen's multiplexer, a fork of
+    ansible-playbook with its command line, ends a moment after it)."""
+    deadline = time.monotonic() + grace_s
+    while True:
+        out = subprocess.run(["pgrep", "-a", "-f", str(path)], capture_output=True, text=True)
+        left = [ln for ln in out.stdout.splitlines() if "pgrep" not in ln]
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.5)
 
 
 def _molecule(role: str, workdir: Path, shared: Path) -> Run:
@@ -120,4 +129,4 @@ def test_molecule_scenario(role: str, scenarios: dict[str, Future[Run]]) -> None
         ran = (f"{step}] Executed: Successful" in run.out
                or f"{step}: Executed: Successful" in run.out)
         assert ran, f"molecule did not run {step}:\n{run.out[-3000:]}"
-    assert run.left_behind == [], "the scenario left processes behind"
+    assert run.left_behind == [], f"the scenario left processes behind: {run.left_behind}"
