@@ -51,8 +51,8 @@ class Run:
 
 def _processes_under(path: Path, grace_s: float = 30) -> list[str]:
     """The processes whose command line names ``path`` that are still there after ``grace_s``:
-    a process on its way out is not left behind (mitogen's multiplexer, a fork of
-    ansible-playbook with its command line, ends a moment after it)."""
+    a process on its way out is not left behind (supervisord removes its pid file, which the
+    cleanup waits for, a moment before it exits; CI once saw it in that moment)."""
     deadline = time.monotonic() + grace_s
     while True:
         out = subprocess.run(["pgrep", "-a", "-f", str(path)], capture_output=True, text=True)
