@@ -14,8 +14,15 @@ import urllib.error
 import urllib.request
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.net.ops.plugins.module_utils.net_node_ready import (
+    NotReady,
+    wait_node_ready,
+)
 from ansible_collections.net.ops.plugins.module_utils.net_service import (
     ServiceStateError,
+    changed_since,
+    main_pid,
+    process_started_at,
     program_record,
     service_state,
     supervisor_apply,
@@ -36,8 +43,15 @@ description:
     after the last successful start, and the service manager's own state; so a run interrupted
     between a change and its restart still restarts on the next run.
   - >-
-    After a (re)start waits until the readiness URL answers 200, and only then writes the
-    manifest; a program that never gets ready fails the task with its last answer.
+    Files installed by other tasks (a node's binary, chain spec, node key and keystore) are
+    watched - their sha256 is recorded in the manifest. One that changed restarts the program,
+    unless the running process started after it was written (a reset cycle pushes the files,
+    then starts the node itself): then the manifest records it without a restart.
+  - >-
+    After a (re)start waits until the program is ready - the readiness URL answers 200, or a
+    node's RPC serves the expected genesis as this node (its peer id) and imports blocks - and
+    only then writes the manifest; a program that never gets ready fails the task with its last
+    answer. A program that needs no restart is checked too (a node: genesis and peer id).
   - >-
     The manifest records the program (C(program) - manager, name, supervisor_conf and the
     commands that start, stop, restart it and ask its status), which ops-tools reads
@@ -93,7 +107,32 @@ options:
     type: path
     required: true
   manifest_extra: {description: More keys for the manifest (public URL), type: dict, default: {}}
+  watch:
+    description: >-
+      Files or directories (their files) written by other tasks that the program reads at
+      start; their sha256 go into the manifest (directories: one over their files' names and
+      contents)
+    type: list
+    elements: path
+    default: []
   ready_url: {description: URL that answers 200 when the program is ready, type: str, default: ""}
+  ready_rpc:
+    description: >-
+      A Substrate node's readiness instead of ready_url (its JSON-RPC on the host); ready_timeout
+      bounds the first answer
+    type: dict
+    suboptions:
+      url: {description: JSON-RPC HTTP endpoint, type: str, required: true}
+      genesis_hash: {description: "expected chain_getBlockHash [0]", type: str, required: true}
+      peer_id:
+        description: The node's own peer id; the answering node must be this one
+        type: str
+        default: ""
+      require_advance:
+        description: After a (re)start, wait for the best block to advance
+        type: bool
+        default: true
+      block_timeout: {description: Seconds to wait for a new best block, type: int, default: 30}
   ready_timeout: {description: Seconds to wait for ready_url, type: int, default: 60}
   log_hint: {description: Where to look when the program does not get ready, type: str, default: ""}
   defer_restart:
@@ -202,6 +241,51 @@ def _read_manifest(path: str) -> dict:
         return {}
 
 
+def _fingerprint(path: str) -> str:
+    """sha256 of a file, or of a directory's files (names and contents); "absent" when there
+    is nothing (check mode before a first install)."""
+    if os.path.isdir(path):
+        digest = hashlib.sha256()
+        for name in sorted(os.listdir(path)):
+            member = os.path.join(path, name)
+            if os.path.isfile(member):
+                digest.update(f"{name}\0{_fingerprint(member)}\n".encode())
+        return digest.hexdigest()
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+    except FileNotFoundError:
+        return "absent"
+    return digest.hexdigest()
+
+
+def _not_ready(p: dict, after_start: bool) -> str:
+    """Why the program is not ready ("" when it is)."""
+    if p["ready_rpc"]:
+        rpc = p["ready_rpc"]
+
+        def running() -> tuple[str, bool]:
+            try:
+                return service_state(p["manager"], p["name"], p["supervisor_conf"])
+            except ServiceStateError as exc:
+                return str(exc), False
+
+        try:
+            wait_node_ready(rpc["url"], rpc["genesis_hash"], p["ready_timeout"], rpc["peer_id"],
+                            rpc["require_advance"] and after_start, rpc["block_timeout"],
+                            running)
+        except NotReady as exc:
+            return str(exc)
+        return ""
+    if p["ready_url"]:
+        ok, last = _wait_ready(p["ready_url"], p["ready_timeout"])
+        if not ok:
+            return f"not ready after {p['ready_timeout']} s at {p['ready_url']}: {last}"
+    return ""
+
+
 def _wait_ready(url: str, timeout: int) -> tuple[bool, str]:
     deadline = time.monotonic() + timeout
     last = "no answer"
@@ -246,12 +330,24 @@ def main() -> None:
             "unit_path": {"type": "path", "default": ""},
             "manifest": {"type": "path", "required": True},
             "manifest_extra": {"type": "dict", "default": {}},
+            "watch": {"type": "list", "elements": "path", "default": []},
             "ready_url": {"type": "str", "default": ""},
+            "ready_rpc": {
+                "type": "dict",
+                "options": {
+                    "url": {"type": "str", "required": True},
+                    "genesis_hash": {"type": "str", "required": True},
+                    "peer_id": {"type": "str", "default": ""},
+                    "require_advance": {"type": "bool", "default": True},
+                    "block_timeout": {"type": "int", "default": 30},
+                },
+            },
             "ready_timeout": {"type": "int", "default": 60},
             "log_hint": {"type": "str", "default": ""},
             "defer_restart": {"type": "bool", "default": False},
         },
         required_if=[("manager", "supervisor", ["supervisor_conf"])],
+        mutually_exclusive=[("ready_url", "ready_rpc")],
         supports_check_mode=True,
     )
     p = module.params
@@ -282,10 +378,19 @@ def main() -> None:
         state, running = service_state(p["manager"], p["name"], p["supervisor_conf"])
     except ServiceStateError as exc:
         module.fail_json(msg=f"cannot read the state of {p['name']}: {exc}")
+    watched = {path: _fingerprint(path) for path in p["watch"]}
+    moved = sorted(path for path, sha in watched.items()
+                   if (manifest.get("watched") or {}).get(path) != sha)
     if manifest.get("digest") != want:
         reason = "what should run changed" if manifest else "never started by this role"
     elif not running:
         reason = f"not running ({state})"
+    elif moved:
+        # Written after the running process started: it does not run them yet.
+        pid = main_pid(p["manager"], p["name"], p["supervisor_conf"])
+        started = process_started_at(pid) if pid else None
+        stale = moved if started is None else changed_since(moved, started)
+        reason = f"{', '.join(stale)} changed since it started" if stale else ""
     else:
         reason = ""
     result = {"changed_files": changed_dirs + changed_files, "restarted": bool(reason),
@@ -294,6 +399,8 @@ def main() -> None:
                                         p["unit_path"])}
     record = {**p["manifest_extra"], "name": p["name"], "digest": want,
               "program": result["program"]}
+    if watched:
+        record["watched"] = watched
     # What the manifest says about the running program (a manifest of an older role that did
     # not record the program, another public URL) is brought up to date without a restart.
     stale = {k: v for k, v in manifest.items() if k != "started_at"} != record
@@ -313,11 +420,9 @@ def main() -> None:
             "manifest": p["manifest"], "pending": pending, "reload": reload}, **result)
     if not reason:
         # Running and unchanged: still prove it serves (at once when it does).
-        if p["ready_url"]:
-            ok, last = _wait_ready(p["ready_url"], p["ready_timeout"])
-            if not ok:
-                module.fail_json(msg=f"{p['name']} runs but is not ready at {p['ready_url']}:"
-                                     f" {last}; {p['log_hint']}", **result)
+        why = _not_ready(p, after_start=False)
+        if why:
+            module.fail_json(msg=f"{p['name']} runs but {why}; {p['log_hint']}", **result)
         if stale:
             _write(module, {"path": p["manifest"]}, (json.dumps(
                 {**record, "started_at": manifest.get("started_at")}, indent=2, sort_keys=True)
@@ -340,12 +445,10 @@ def main() -> None:
             _systemctl(module, "restart", f"{p['name']}.service")
     except ServiceStateError as exc:
         module.fail_json(msg=f"{p['name']}: {exc}; {p['log_hint']}", **result)
-    if p["ready_url"]:
-        ok, last = _wait_ready(p["ready_url"], p["ready_timeout"])
-        if not ok:
-            module.fail_json(
-                msg=f"{p['name']} is not ready after {p['ready_timeout']} s at {p['ready_url']}:"
-                    f" {last}; {p['log_hint']}", **result)
+    why = _not_ready(p, after_start=True)
+    if why:
+        module.fail_json(msg=f"{p['name']} was (re)started ({reason}), but {why};"
+                             f" {p['log_hint']}", **result)
     record["started_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     _write(module, {"path": p["manifest"]}, (json.dumps(record, indent=2, sort_keys=True)
                                              + "\n").encode(), 0o644)

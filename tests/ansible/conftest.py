@@ -32,10 +32,11 @@ def ansible_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def molecule_env(**extra: str) -> dict[str, str]:
+def deploy_env(**extra: str) -> dict[str, str]:
     """``ansible_env`` with the strategy that ops-tools runs the playbooks with (mitogen, unless
-    NET_ANSIBLE_STRATEGY=ansible): the maintainers' deployments run that way, and a scenario's
-    three converges take about half the processor time. Ansible's own strategy is the operator's
+    NET_ANSIBLE_STRATEGY=ansible), for the molecule scenarios and the roles' own playbooks: the
+    maintainers' deployments run that way, and it halves the processor time of a converge
+    (most of CI's). Ansible's own strategy is the operator's
     path: the installed collection under plain ansible-playbook
     (tests/operator/test_full_node_collection.py)."""
     return ansible_env(**strategy_env(None), **extra)

@@ -21,7 +21,7 @@ import pytest
 
 from tests.ansible.conftest import (
     ROOT,
-    molecule_env,
+    deploy_env,
     molecule_shared,
     molecule_test,
     selected_roles,
@@ -67,7 +67,7 @@ def _molecule(role: str, workdir: Path, shared: Path) -> Run:
     conf = ephemeral / "state" / "supervisor" / "supervisord.conf"
     try:
         returncode, out = molecule_test(
-            "default", role, molecule_env(MOLECULE_EPHEMERAL_DIRECTORY=str(ephemeral),
+            "default", role, deploy_env(MOLECULE_EPHEMERAL_DIRECTORY=str(ephemeral),
                                          NET_MOLECULE_SHARED=str(shared)),
             # The sequence's leading destroy (the cleanup playbook) clears what an earlier run
             # of the scenario left in its ephemeral directory; this one is new, so it is skipped.

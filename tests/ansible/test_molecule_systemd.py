@@ -20,7 +20,7 @@ import pytest
 
 from tests.ansible.conftest import (
     ROOT,
-    molecule_env,
+    deploy_env,
     molecule_shared,
     molecule_test,
     selected_roles,
@@ -49,7 +49,7 @@ class Run:
 
 def _molecule(role: str, workdir: Path, shared: Path) -> Run:
     ephemeral = workdir / "molecule"
-    env = molecule_env(MOLECULE_EPHEMERAL_DIRECTORY=str(ephemeral), NO_COLOR="1",
+    env = deploy_env(MOLECULE_EPHEMERAL_DIRECTORY=str(ephemeral), NO_COLOR="1",
                       NET_MOLECULE_SHARED=str(shared))
     try:
         returncode, out = molecule_test("systemd", role, env, timeout=1500,

@@ -1,6 +1,8 @@
-"""The node role decides restarts from state: a run that installed a new binary and stopped
-before the restart leaves the next run a node to restart, and the host manifest then names the
-binary the running process was started from (issue 19, item 6)."""
+"""The node role decides restarts from state (the service platform's converge module): a run that
+installed a new binary and stopped before the restart leaves the next run a node to restart, and
+the host manifest then names the binary the running process was started from (issue 19, item 6).
+A binary that the running process was already started from (a reset cycle pushes, then starts the
+node itself) is recorded without a restart."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import hashlib
 import json
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +19,7 @@ import pytest
 from tests.ansible.conftest import (
     ROOT,
     VENV_BIN,
-    ansible_env,
+    deploy_env,
     run,
     shutdown_supervisord,
     tail,
@@ -38,7 +41,7 @@ def converge(state: Path, spec: Path, binary: Path, ports: dict[str, int], defer
     extra = {"state": str(state), "chainspec": str(spec), "binary": str(binary),
              "defer": defer, **ports}
     proc = run([str(VENV_BIN / "ansible-playbook"), str(PLAYBOOK), "-e", json.dumps(extra)],
-               env=ansible_env())
+               env=deploy_env())
     assert proc.returncode == 0, tail(proc)
 
 
@@ -97,3 +100,41 @@ def test_a_run_stopped_before_the_restart_is_finished_by_the_next(
     # And a run after that one has nothing left to do.
     converge(state, rendered_spec, second, ports, defer=False)
     assert node_pid(state) == after
+
+
+def test_files_the_running_node_was_started_from_are_recorded_without_a_restart(
+    state: Path, rendered_spec: Path
+) -> None:
+    ports = {"rpc_port": free_port(), "p2p_port": free_port(), "prometheus_port": free_port()}
+    first = state / "artifacts" / "devnode-a"
+    second = state / "artifacts" / "devnode-b"
+    first.parent.mkdir()
+    original = (VENV_BIN / "devnode").read_bytes()
+    first.write_bytes(original)
+    second.write_bytes(original + b"\n# release b\n")
+    for b in (first, second):
+        b.chmod(0o755)
+    installed = state / "node-0" / "bin" / "net-node"
+    manifest = state / "node-0" / "deployed.json"
+    conf = state / "supervisor" / "supervisord.conf"
+
+    converge(state, rendered_spec, first, ports, defer=False)
+    assert json.loads(manifest.read_text())["watched"][str(installed)] == sha256(first)
+
+    # What a reset cycle does: push the new binary, then start the node itself.
+    tmp = installed.with_name(".net-node.new")
+    tmp.write_bytes(second.read_bytes())
+    tmp.chmod(0o755)
+    os.replace(tmp, installed)
+    # Whole seconds apart: the process's start time is known to the clock tick, the boot time
+    # it is counted from only to the second.
+    time.sleep(1.5)
+    subprocess.run(["supervisorctl", "-c", str(conf), "restart", "net-node-0"], check=True,
+                   capture_output=True)
+    started = node_pid(state)
+
+    converge(state, rendered_spec, second, ports, defer=False)
+    assert node_pid(state) == started, "the node already ran binary b: no restart"
+    recorded = json.loads(manifest.read_text())
+    assert recorded["watched"][str(installed)] == sha256(second)
+    assert recorded["binary"]["sha256"] == sha256(second)

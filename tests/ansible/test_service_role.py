@@ -14,7 +14,7 @@ import pytest
 from tests.ansible.conftest import (
     ROOT,
     VENV_BIN,
-    ansible_env,
+    deploy_env,
     run,
     shutdown_supervisord,
     tail,
@@ -43,7 +43,7 @@ def state(tmp_path: Path) -> Iterator[Path]:
 def converge(state: Path, port: int, slow_s: float, *extra: str) -> dict:
     proc = run([str(VENV_BIN / "ansible-playbook"), str(PLAYBOOK), *extra, "-e",
                 json.dumps({"state": str(state), "port": port, "slow_s": slow_s})],
-               env=ansible_env())
+               env=deploy_env())
     assert proc.returncode == 0, tail(proc)
     return json.loads((state / "converge.json").read_text())
 
