@@ -66,7 +66,7 @@ class NodeSite:
 
     @property
     def program(self) -> Program:
-        return Program.of(self.manifest.get("service") or {})
+        return Program.from_manifest(self.manifest, f"{self.host}'s host manifest")
 
     @property
     def rpc_url(self) -> str:

@@ -24,7 +24,7 @@ from ops_tools import atomic
 from ops_tools.chain.rpc import RpcClient
 from ops_tools.deploy.inventory import Inventory, monitoring_urls
 from ops_tools.deploy.manifests import SERVICE_MANIFEST_NAME, read_local_manifest
-from ops_tools.deploy.paths import NETWORKS, localnet_dir, supervisor_conf
+from ops_tools.deploy.paths import NETWORKS, localnet_dir
 from ops_tools.drills.faults import Facts, FaultError
 from ops_tools.drills.scenarios import Topology
 from ops_tools.errors import InputError, OpsError
@@ -84,12 +84,10 @@ class LocalNetwork:
         return {h: self.program(h) for h in [*self.nodes, *self.services]}
 
     def program(self, host: str) -> Program:
-        if host in self.nodes:
-            return Program.of(self.nodes[host]["service"])
-        if host in self.services:
-            return Program("supervisor", str(self.services[host]["name"]),
-                           str(supervisor_conf(self.state)))
-        raise InputError(f"host {host!r} runs no node or service of {self.inventory.path}")
+        manifest = self.nodes.get(host) or self.services.get(host)
+        if manifest is None:
+            raise InputError(f"host {host!r} runs no node or service of {self.inventory.path}")
+        return Program.from_manifest(manifest, f"{host}'s deployed manifest")
 
     # ---- programs ----------------------------------------------------------------------------
     def _sh(self, line: str) -> subprocess.CompletedProcess[str]:

@@ -144,12 +144,10 @@ class RemoteNetwork(LocalNetwork):
                              " inventory") from None
 
     def program(self, host: str) -> Program:
-        if host in self.nodes:
-            return Program.of(self.nodes[host]["service"])
-        if host in self.services:
-            m = self.services[host]
-            return Program("systemd", str(m.get("name") or f"net-{m['service']}"))
-        raise InputError(f"host {host!r} runs no node or service of {self.inventory.path}")
+        manifest = self.nodes.get(host) or self.services.get(host)
+        if manifest is None:
+            raise InputError(f"host {host!r} runs no node or service of {self.inventory.path}")
+        return Program.from_manifest(manifest, f"{host}'s deployed manifest")
 
     # ---- programs ----------------------------------------------------------------------------
     def _act(self, host: str, line: str) -> None:

@@ -34,7 +34,7 @@ class Node:
 
     @property
     def program(self) -> Program:
-        return Program.of(self.manifest["service"])
+        return Program.from_manifest(self.manifest, f"{self.host}'s host manifest")
 
     def stop_command(self) -> str:
         return self.program.stop()

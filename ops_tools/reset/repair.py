@@ -40,7 +40,7 @@ def repair_nodes(ctx: CycleContext) -> str:
                 return genesis == expected and best is not None, f"genesis {genesis}, #{best}"
 
             seen = ctx.wait_on_host(node, f"serve genesis {expected} again", check)
-            done.append(f"{node.host}: was down, started ({node.manifest['service']['manager']}),"
+            done.append(f"{node.host}: was down, started ({node.program.manager}),"
                         f" {seen}")
     return "; ".join(done) or "every node answers"
 
