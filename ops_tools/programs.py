@@ -6,8 +6,9 @@ The manifests that the service role's converge module writes for every program i
 nodes, the platform services, the docs site, monitoring, the worker), a staged service's pending
 start, and the worker that onboarding installs all name their program this way; a node manifest
 of an older role names it in ``service: {manager, name, supervisor_conf}``. The reset cycle,
-the drills, backups and onboarding act on programs through this one module. Commands come as an argv (to run here) or as a shell line (to run on a
-host over its connection); every shell line is idempotent, so that a resumed run may repeat it.
+the drills, backups and onboarding act on programs through this one module. Commands come as
+an argv (to run here) or as a shell line (to run on a host over its connection); every shell
+line is idempotent, so that a resumed run may repeat it.
 """
 
 from __future__ import annotations
