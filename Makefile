@@ -4,8 +4,10 @@
 # Workers of make test (pytest-xdist, --dist loadgroup: one worker per group of tests that share
 # processes; docs/development.md). Most tests wait on slots and timeouts, not on the two cores;
 # serially the suite outgrew CI's 90 min. N=0 runs it serially. The groups are handed out
-# longest first (tests/lane_costs.json, tests/process_lane.py), not by test count.
-N ?= 4
+# longest first (tests/lane_costs.json, tests/process_lane.py), not by test count. Five, not
+# four: with four the two cores idled 15 % of the run, every worker waiting at once
+# (docs/benchmarks.md).
+N ?= 5
 XDIST = $(if $(filter 0,$(N)),-p no:xdist,-n $(N) --dist loadgroup --no-loadscope-reorder)
 
 bootstrap:
