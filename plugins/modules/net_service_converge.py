@@ -43,8 +43,8 @@ description:
     after the last successful start, and the service manager's own state; so a run interrupted
     between a change and its restart still restarts on the next run.
   - >-
-    Files installed by other tasks (a node's binary, chain spec, node key and keystore) are
-    watched - their sha256 is recorded in the manifest. One that changed restarts the program,
+    Files installed by other tasks (a node's binary, chain spec and node key) are watched -
+    their sha256 is recorded in the manifest. One that changed restarts the program,
     unless the running process started after it was written (a reset cycle pushes the files,
     then starts the node itself): then the manifest records it without a restart.
   - >-
@@ -109,9 +109,8 @@ options:
   manifest_extra: {description: More keys for the manifest (public URL), type: dict, default: {}}
   watch:
     description: >-
-      Files or directories (their files) written by other tasks that the program reads at
-      start; their sha256 go into the manifest (directories: one over their files' names and
-      contents)
+      Files written by other tasks that the program reads at start; their sha256 go into the
+      manifest
     type: list
     elements: path
     default: []
@@ -242,15 +241,8 @@ def _read_manifest(path: str) -> dict:
 
 
 def _fingerprint(path: str) -> str:
-    """sha256 of a file, or of a directory's files (names and contents); "absent" when there
-    is nothing (check mode before a first install)."""
-    if os.path.isdir(path):
-        digest = hashlib.sha256()
-        for name in sorted(os.listdir(path)):
-            member = os.path.join(path, name)
-            if os.path.isfile(member):
-                digest.update(f"{name}\0{_fingerprint(member)}\n".encode())
-        return digest.hexdigest()
+    """sha256 of a file, read in chunks (a node binary is large); "absent" when there is none
+    (check mode before a first install)."""
     digest = hashlib.sha256()
     try:
         with open(path, "rb") as fh:
