@@ -42,6 +42,9 @@ _NONCE_ERRORS = ("Priority is too low", "Transaction is outdated", "Stale", "out
 _ALREADY_IMPORTED = ("1013", "Already Imported")
 # A submission with a lost answer is sent again (same bytes) this long after the last attempt.
 RESEND_AFTER_S = 2.0
+# How often the follower reads the best block while it follows nothing: only to keep the
+# journal's rescan start near the head. A transfer wakes it at once, so no drip waits for this.
+IDLE_FOLLOW_S = 2.0
 
 
 class PinnedSubstrate(SubstrateInterface):
@@ -173,6 +176,7 @@ class Signer:
         self._rescan_from: int | None = None
         self._best_seen: int | None = None
         self._stop = threading.Event()
+        self._wake = threading.Event()  # a ticket to follow: the follower looks at once
         self._thread: threading.Thread | None = None
         self._rpc = RpcClient(self.url, timeout=timeout_s)
         self.nonces = NonceManager(self._chain_nonce)
@@ -189,6 +193,7 @@ class Signer:
 
     def close(self) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
         for client in (self._submitter, self._reader):
@@ -288,6 +293,7 @@ class Signer:
                         expires_at=now + self._ttl, last_sent=now)
         with self._pending_lock:  # registered before submission: the follower cannot miss it
             self._pending[xt_hash] = ticket
+        self._wake.set()
         try:
             answer = substrate.rpc_request("author_submitExtrinsic", [data])
         except SubstrateRequestException as exc:
@@ -325,6 +331,7 @@ class Signer:
         with self._pending_lock:
             self._pending[ticket.extrinsic_hash] = ticket
             self._rescan_from = min(self._rescan_from or from_block, from_block)
+        self._wake.set()
         return ticket
 
     # --- the follower -------------------------------------------------------------------------
@@ -345,7 +352,10 @@ class Signer:
                 failing = True
             with contextlib.suppress(Exception):
                 self._expire()
-            self._stop.wait(self._poll)
+            with self._pending_lock:
+                busy = bool(self._pending or self._in_block) or self._rescan_from is not None
+            self._wake.wait(self._poll if busy else max(self._poll, IDLE_FOLLOW_S))
+            self._wake.clear()
 
     def _forget(self, xt_hash: str) -> None:
         with self._pending_lock:

@@ -5,7 +5,9 @@ new. The processor is another process, so the signal crosses the database:
   (delivered at the commit); the API LISTENs on one connection of its own;
 - SQLite, which has no notifications between processes: ``PRAGMA data_version`` on a connection
   of the API's own, a counter in memory that moves on every commit by another connection, read
-  every ``SQLITE_POLL_S`` (no table is read).
+  every ``SQLITE_POLL_S`` (no table is read) while a subscription waits. With none, nothing is
+  read: an idle indexer costs nothing, and the first wait after a pause compares the counter
+  with its last reading, so a commit made meanwhile still wakes it.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ class CommitFeed:
         self.version = 0
         self._changed = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
+        self._waiting = 0
+        self._wanted = asyncio.Event()  # set while a subscription waits (SQLite's poll)
 
     def start(self) -> None:
         run = self._listen if self.db.dialect == "postgresql" else self._poll_sqlite
@@ -45,11 +49,18 @@ class CommitFeed:
 
     async def wait(self, seen: int, timeout: float) -> int:
         """The feed's version once it differs from ``seen`` (or after ``timeout``)."""
-        async with self._changed:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait_for(lambda: self.version != seen),
-                                       timeout)
-            return self.version
+        self._waiting += 1
+        self._wanted.set()
+        try:
+            async with self._changed:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._changed.wait_for(lambda: self.version != seen),
+                                           timeout)
+                return self.version
+        finally:
+            self._waiting -= 1
+            if not self._waiting:
+                self._wanted.clear()
 
     async def _bump(self) -> None:
         async with self._changed:
@@ -77,6 +88,7 @@ class CommitFeed:
         try:
             seen = None
             while True:
+                await self._wanted.wait()
                 version = await asyncio.to_thread(
                     lambda: conn.execute("PRAGMA data_version").fetchone()[0])
                 if version != seen:

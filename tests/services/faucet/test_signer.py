@@ -5,6 +5,7 @@ signer's back is recovered from the chain."""
 from __future__ import annotations
 
 import concurrent.futures
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -12,7 +13,7 @@ from substrateinterface import Keypair
 
 from ops_tools.chain.rpc import RpcClient
 from ops_tools.chainspec.hashing import blake2_256
-from ops_tools.services.faucet.signer import Signer, SignerError
+from ops_tools.services.faucet.signer import IDLE_FOLLOW_S, Signer, SignerError
 from tests.support.devnode import DevNode, free_balance, fund, run_devnode
 
 pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
@@ -113,3 +114,25 @@ def test_pool_refusal_raises_and_leaves_the_nonce_to_the_chain(node: DevNode) ->
         assert broke.nonces.cached is None  # the next attempt asks the chain again
     finally:
         broke.close()
+
+
+def test_an_idle_follower_reads_the_chain_seldom_and_a_transfer_wakes_it(
+        node: DevNode, signer: Signer) -> None:
+    """With nothing to follow, the follower does not poll the node every ``poll_interval_s``
+    (0.1 s here): at most one read per IDLE_FOLLOW_S. A transfer is still followed at once."""
+    first = signer.transfer(fresh("idle-1"), AMOUNT)
+    assert first.wait_finalized(60)
+    calls: list[str] = []
+    rpc_call = signer._rpc.call
+
+    def counted(method: str, *args: object, **kwargs: object) -> object:
+        calls.append(method)
+        return rpc_call(method, *args, **kwargs)
+
+    signer._rpc.call = counted  # type: ignore[method-assign]
+    time.sleep(0.5)  # the last finality check's round ends
+    calls.clear()
+    time.sleep(2 * IDLE_FOLLOW_S)
+    assert len(calls) <= 3, f"{len(calls)} reads in {2 * IDLE_FOLLOW_S} s idle: {calls}"
+    second = signer.transfer(fresh("idle-2"), AMOUNT)
+    assert second.wait_included(60), second.failure

@@ -4,6 +4,7 @@ storage functions on an in-memory database."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
@@ -11,8 +12,10 @@ import pytest
 from graphql import parse
 from sqlalchemy import create_engine
 
+from ops_tools.services.common.db import Database
 from ops_tools.services.indexer import queries, store
 from ops_tools.services.indexer.decode import accounts_in, extrinsic_hash
+from ops_tools.services.indexer.feed import CommitFeed
 from ops_tools.services.indexer.forks import (
     ChainMoved,
     SettledFork,
@@ -204,3 +207,40 @@ def test_indexer_healthy_needs_a_recent_step_within_the_lag_on_the_active_networ
     assert not health.healthy(net(updated_at=now - timedelta(seconds=31)))
     assert not health.healthy(net(active=False))
     assert not health.healthy(net(updated_at=None))
+
+
+def test_the_sqlite_feed_reads_nothing_while_idle_and_a_commit_meanwhile_wakes_the_next_wait(
+        tmp_path) -> None:
+    """No subscription waits: commits by another connection are not even read (the version
+    stays). The next wait still learns of them at once, and a commit during a wait wakes it."""
+    path = tmp_path / "indexer.db"
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("CREATE TABLE t (x INTEGER)")
+
+    def commit() -> None:
+        writer.execute("INSERT INTO t VALUES (1)")
+
+    async def scenario() -> None:
+        feed = CommitFeed(Database(f"sqlite:///{path}"))
+        feed.start()
+        try:
+            await feed.wait(-1, timeout=5)  # the poller's first reading
+            await asyncio.sleep(0.2)
+            idle = feed.version
+            commit()
+            await asyncio.sleep(0.3)  # six polls' worth: an idle feed reads none of them
+            assert feed.version == idle, "the feed read the database with nobody waiting"
+            woken = await asyncio.wait_for(feed.wait(idle, timeout=5), 2)
+            assert woken != idle  # the commit made during the pause
+            waiter = asyncio.create_task(feed.wait(woken, timeout=5))
+            await asyncio.sleep(0.2)
+            assert not waiter.done()
+            commit()
+            assert await asyncio.wait_for(waiter, 2) != woken
+        finally:
+            await feed.stop()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        writer.close()
