@@ -66,8 +66,10 @@ def shared_localnet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callab
 
 
 # The systemd test hosts' fixture (`testhosts`), for every suite that deploys to real hosts; the
-# process mark, its automatic marking and the fast lane's guard (`pytest --fast`).
-pytest_plugins = ["tests.hosts.fixture", "tests.process_lane"]
+# process mark, its automatic marking and the fast lane's guard (`pytest --fast`); with
+# NET_CPU_PROFILE=FILE, each test's processor time (tests/cpu_profile.py).
+pytest_plugins = ["tests.hosts.fixture", "tests.process_lane",
+                  *(["tests.cpu_profile"] if os.environ.get("NET_CPU_PROFILE") else [])]
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
