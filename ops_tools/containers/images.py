@@ -8,6 +8,7 @@ dependencies). Nothing is compiled inside the image and no registry is pulled fo
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -21,6 +22,8 @@ from ops_tools.containers import base
 from ops_tools.errors import InputError, OpsError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# How llama-cpp-python compiles should pip's cache lack its wheel: as scripts/bootstrap builds it.
+LLAMACPP_CMAKE_ARGS = f"-DCMAKE_PROJECT_INCLUDE={REPO_ROOT / 'scripts' / 'llama-cpp-python.cmake'}"
 DOCKERFILE_DIR = REPO_ROOT / "containers" / "worker"
 REPOSITORY = "net-worker"
 VARIANTS = ("llamacpp", "vllm", "sglang", "trtllm")
@@ -55,9 +58,11 @@ def check_variant(variant: str) -> str:
 
 def _pip(command: str, args: list[str], log: Path) -> None:
     argv = [sys.executable, "-m", "pip", command, "--disable-pip-version-check", *args]
+    env = {**os.environ, "CMAKE_ARGS": LLAMACPP_CMAKE_ARGS}
     with open(log, "ab") as out:
         try:
-            subprocess.run(argv, check=True, stdout=out, stderr=out, timeout=BUILD_TIMEOUT_S)
+            subprocess.run(argv, check=True, stdout=out, stderr=out, timeout=BUILD_TIMEOUT_S,
+                           env=env)
         except (OSError, subprocess.SubprocessError) as exc:
             raise OpsError(f"collecting the image's wheels: pip {command} failed ({exc}); see"
                            f" {log}") from None

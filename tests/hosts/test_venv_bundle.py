@@ -6,8 +6,12 @@ formats moved to ops_tools/attestation)."""
 from __future__ import annotations
 
 import ast
+import importlib.util
+import os
+import py_compile
+from pathlib import Path
 
-from tests.hosts.venv_bundle import SCRIPTS, _scripts, _suite_files
+from tests.hosts.venv_bundle import SCRIPTS, _scripts, _suite_files, compiled_caches
 
 
 def _imports(source: bytes) -> set[str]:
@@ -49,3 +53,29 @@ def test_a_module_left_out_is_found() -> None:
     left_out = {p: b for p, b in files.items() if not p.startswith("ops_tools/attestation/")}
     assert any(m.startswith("ops_tools.attestation") for m in _unresolved(left_out, {}))
     assert set(SCRIPTS) == set(_scripts())
+
+
+def test_the_bundle_carries_current_byte_code_caches_and_sources_mtimes(tmp_path) -> None:
+    """A cache whose source it no longer matches would be compiled again on the host: left out."""
+    site = tmp_path / "site-packages"
+    (site / "pkg").mkdir(parents=True)
+    fresh, stale = site / "pkg" / "fresh.py", site / "pkg" / "stale.py"
+    fresh.write_text("VALUE = 1\n")
+    stale.write_text("VALUE = 2\n")
+    for source in (fresh, stale):
+        py_compile.compile(str(source), doraise=True,
+                           invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
+    os.utime(fresh, (1_700_000_000, 1_700_000_000))
+    py_compile.compile(str(fresh), doraise=True,
+                       invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
+    stale.write_text("VALUE = 22\n")  # edited after its cache was written
+    site_files = {"pkg/fresh.py": fresh.read_bytes(), "pkg/stale.py": stale.read_bytes(),
+                  "pkg/data.txt": b"x"}
+
+    caches = compiled_caches(site_files, site)
+
+    assert caches.mtimes == {"pkg/fresh.py": 1_700_000_000}
+    name = Path(importlib.util.cache_from_source("pkg/fresh.py")).as_posix()
+    assert caches.files == {name: Path(importlib.util.cache_from_source(str(fresh))).read_bytes()}
+    # A file that differs from what is bundled (the suite's own, say) brings no cache either.
+    assert compiled_caches({"pkg/fresh.py": b"VALUE = 3\n"}, site).files == {}

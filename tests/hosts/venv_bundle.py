@@ -1,17 +1,21 @@
 """The suite's virtualenv for a services test host, as a tarball to unpack at /: /opt/net/venv
 (where the testnet inventory's services run from) with the host's own python3 (Debian 12, 3.11),
 the suite's packages the services and `ops-tools operator` use and every third-party
-distribution they import, copied from this controller's virtualenv (the test hosts reach no
-package index), and their console scripts. Used by roles/service/molecule/systemd and
-tests/hosts/test_testnet_shape.py (services-0, and the operator's server).
+distribution they import, copied from this controller's virtualenv with pip's byte-code caches
+(the test hosts reach no package index), and their console scripts. Used by
+roles/service/molecule/systemd and tests/hosts/test_testnet_shape.py (services-0, and the
+operator's server).
 Usage (from the repository root): python -m tests.hosts.venv_bundle OUT.tar.gz"""
 
 from __future__ import annotations
 
 import importlib.metadata as md
+import importlib.util
 import io
 import sys
+import sysconfig
 import tarfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import ops_tools
@@ -23,6 +27,8 @@ from ops_tools.build.devnode_bundle import (
 
 PREFIX = "opt/net/venv"
 SITE = f"{PREFIX}/lib/python3.11/site-packages"
+# This controller's site-packages, where the bundled distributions' files come from.
+SITE_DIR = Path(sysconfig.get_paths()["purelib"])
 # docs/development.md: the services use chain, chainspec and the attestation formats; the worker
 # (ops_tools/worker) and the operator use wallet; the operator uses containers (onboard
 # --container).
@@ -66,15 +72,49 @@ def _scripts() -> dict[str, str]:
     return out
 
 
+@dataclass
+class Caches:
+    """The byte-code caches that pip wrote at install time for the bundled modules, where they
+    are current: ``files`` (arcname -> bytes) and the ``mtimes`` of their sources, which a
+    timestamp cache holds (with the size) and tar restores on unpacking."""
+
+    files: dict[str, bytes] = field(default_factory=dict)
+    mtimes: dict[str, int] = field(default_factory=dict)
+
+
+def compiled_caches(site: dict[str, bytes], site_dir: Path = SITE_DIR) -> Caches:
+    """The hosts' services run as their own user from a root-owned /opt/net/venv and cannot
+    write caches: without these every start compiled its imports again (net-faucet: 6
+    CPU-seconds instead of 2). The suite's own files have none (an editable install)."""
+    caches = Caches()
+    for name, data in site.items():
+        source = site_dir / name
+        if not name.endswith(".py") or not source.is_file() or source.read_bytes() != data:
+            continue
+        cache = Path(importlib.util.cache_from_source(str(source)))
+        if not cache.is_file():
+            continue
+        mtime = int(source.stat().st_mtime)
+        pyc = cache.read_bytes()
+        hashed = int.from_bytes(pyc[4:8], "little") != 0
+        current = hashed or (int.from_bytes(pyc[8:12], "little") == mtime & 0xFFFFFFFF
+                             and int.from_bytes(pyc[12:16], "little") == len(data))
+        if pyc[:4] == importlib.util.MAGIC_NUMBER and current:
+            caches.files[cache.relative_to(site_dir).as_posix()] = pyc
+            caches.mtimes[name] = mtime
+    return caches
+
+
 def build(out: Path) -> None:
     own = _suite_files()
     dists = distribution_closure((imported_top_level(own) - OPTIONAL_MODULES) | EXTRA_MODULES)
     site = {**distribution_files(dists), **own}
+    caches = compiled_caches(site)
     with tarfile.open(out, "w:gz", compresslevel=1) as tar:
 
-        def add(name: str, data: bytes, mode: int = 0o644) -> None:
+        def add(name: str, data: bytes, mode: int = 0o644, mtime: int = 0) -> None:
             info = tarfile.TarInfo(name)
-            info.size, info.mode = len(data), mode
+            info.size, info.mode, info.mtime = len(data), mode, mtime
             tar.addfile(info, io.BytesIO(data))
 
         def link(name: str, target: str) -> None:
@@ -88,7 +128,9 @@ def build(out: Path) -> None:
         for name, text in _scripts().items():
             add(f"{PREFIX}/bin/{name}", text.encode(), 0o755)
         for name in sorted(site):
-            add(f"{SITE}/{name}", site[name])
+            add(f"{SITE}/{name}", site[name], mtime=caches.mtimes.get(name, 0))
+        for name in sorted(caches.files):
+            add(f"{SITE}/{name}", caches.files[name])
 
 
 if __name__ == "__main__":
