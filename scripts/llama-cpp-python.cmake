@@ -1,8 +1,9 @@
 # How this project builds llama-cpp-python, which PyPI ships only as source:
 #   CMAKE_ARGS=-DCMAKE_PROJECT_INCLUDE=<this file> pip install llama-cpp-python==...
-# (scripts/bootstrap, ops_tools/deploy/local_engines.py). CMake includes it after every
-# project() of the build; the normal variables below shadow the options and cache entries of
-# the same names (policies CMP0077 and CMP0126, which the build's CMake 3.21 minimum sets).
+# (scripts/bootstrap; ops_tools/deploy/local_engines.py and ops_tools/containers/images.py
+# when pip's cache lacks the wheel). CMake includes it after every project() of the build; the
+# normal variables below shadow the options and cache entries of the same names (policies
+# CMP0077 and CMP0126, which the build's CMake 3.21 minimum sets).
 
 # Native code, but no AMX: the virtual Xeons this project runs on report AMX, which gcc's
 # -march=native then enables, yet refuse its instructions (the engine died of SIGILL, at a
