@@ -24,17 +24,22 @@ down: bootstrap
 	.venv/bin/ops-tools localnet down
 
 # .venv/bin first on PATH: molecule and ansible-runner look for the ansible-* commands there.
+# Byte code is written even where the environment says not to (PYTHONDONTWRITEBYTECODE): the
+# suite starts about two thousand Python processes that import the checkout, and every pytest
+# worker collects every test module (docs/benchmarks.md).
+KEEP_BYTECODE = PYTHONDONTWRITEBYTECODE=
+
 test: bootstrap-test
 	.venv/bin/ruff check .
 	.venv/bin/lint-imports
-	PATH="$(CURDIR)/.venv/bin:$$PATH" .venv/bin/pytest $(XDIST)
+	$(KEEP_BYTECODE) PATH="$(CURDIR)/.venv/bin:$$PATH" .venv/bin/pytest $(XDIST)
 
 # The loop of every edit: lint, import contracts, and every test that starts no process (unit,
 # static, golden vectors); a test that starts one anyway fails (tests/process_lane.py).
 test-fast: bootstrap-test
 	.venv/bin/ruff check .
 	.venv/bin/lint-imports
-	.venv/bin/pytest --fast -q -p no:xdist
+	$(KEEP_BYTECODE) .venv/bin/pytest --fast -q -p no:xdist
 
 # Render the local network's chain spec twice in different environments, compare the bytes, and
 # compare the genesis with the reviewed lock file.

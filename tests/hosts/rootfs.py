@@ -39,6 +39,12 @@ for u in systemd-timesyncd.service apt-daily.timer apt-daily-upgrade.timer fstri
          e2scrub_all.timer e2scrub_reap.service getty@tty1.service; do
   ln -sf /dev/null /etc/systemd/system/$u
 done
+# Debian enables the servers it installs. Only the hosts that get roles/monitoring need the
+# Prometheus daemons, and only an indexer's host PostgreSQL; those roles start what they use.
+# Elsewhere they would only take the processor from the tests (five daemons on every host of
+# every fleet).
+rm -f /etc/systemd/system/multi-user.target.wants/prometheus*.service \\
+      /etc/systemd/system/multi-user.target.wants/postgresql.service
 rm -f /etc/ssh/ssh_host_*
 : > /etc/machine-id
 rm -f /var/lib/dbus/machine-id
