@@ -28,6 +28,9 @@ def ansible_env(**extra: str) -> dict[str, str]:
     env["ANSIBLE_NOCOLOR"] = "1"
     env["ANSIBLE_FORCE_COLOR"] = "0"
     env["NO_COLOR"] = "1"
+    # A connection's set-up (SSH, sudo, the remote interpreter's start) under Ansible's 10 s:
+    # on a loaded two-core machine it once took longer for three test hosts at once.
+    env.setdefault("ANSIBLE_TIMEOUT", "60")
     env.update(extra)
     return env
 

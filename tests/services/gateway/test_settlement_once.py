@@ -152,9 +152,10 @@ def test_a_crashed_runs_settlements_are_recovered_and_paid_once(tmp_path, chain)
         claims = {op: (sid, amount) for sid, op, amount, _ in
                   store.claim_for_settlement(db.engine, genesis)}
         assert set(claims) == {op_a, op_b}
-        # B's run got as far as sending its transfer.
+        # B's run got as far as sending its transfer. Its era: the gateway's default of 64 blocks
+        # (32 s here); a loaded rehearsal once took longer than 8 blocks from sign to send.
         settler = chain_io.Settler(chain.http, Keypair.create_from_uri("//Ferdie", ss58_format=42),
-                                   5.0, 8)
+                                   5.0, 64)
         signed = settler.sign(op_b, claims[op_b][1])
         store.record_submission(db.engine, claims[op_b][0], extrinsic_hash=signed.extrinsic_hash,
                                 nonce=signed.nonce, era_birth=signed.era_birth,
