@@ -25,7 +25,7 @@ down: bootstrap
 
 # .venv/bin first on PATH: molecule and ansible-runner look for the ansible-* commands there.
 # Byte code is written even where the environment says not to (PYTHONDONTWRITEBYTECODE): the
-# suite starts about two thousand Python processes that import the checkout, and every pytest
+# suite starts thousands of Python processes that import the checkout, and every pytest
 # worker collects every test module (docs/benchmarks.md).
 KEEP_BYTECODE = PYTHONDONTWRITEBYTECODE=
 
