@@ -10,6 +10,7 @@ marked the first time someone runs the fast lane, not never.
 from __future__ import annotations
 
 import _posixsubprocess
+import contextlib
 import json
 import os
 import re
@@ -19,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests import netns
 
 MARK = "process"
 
@@ -86,6 +89,12 @@ def starts_process(item: pytest.Item) -> bool:
 LOCALNET_NAMES = frozenset({"localnet_lock", "localnet_stack"})
 LOCALNET_MODULE = "tests.localnet"
 SHARED_NETWORK = "shared_localnet"  # the fixture of the shared default network (tests/conftest.py)
+# Two lanes of local networks: the shared default network's modules in the machine's network
+# namespace ("localnet"), and the modules that start networks of their own in a namespace of
+# their worker's own ("localnet-own", tests/netns.py), on the same fixed ports, at the same time.
+# Where no namespace can be made (not root), both are one lane, as before.
+LOCALNET = "localnet"
+LOCALNET_OWN = "localnet-own"
 
 
 def _uses_localnet(module: Any) -> bool:
@@ -105,9 +114,10 @@ def xdist_group(item: pytest.Item) -> str:
     module = getattr(item, "module", None)
     # The shared default network is one per process: its users must be on the lane's worker,
     # or a second worker starts another one and holds the lock while the lane waits.
-    if (module is not None and _uses_localnet(module)) \
-            or SHARED_NETWORK in getattr(item, "fixturenames", ()):
-        return "localnet"
+    if SHARED_NETWORK in getattr(item, "fixturenames", ()):
+        return LOCALNET
+    if module is not None and _uses_localnet(module):
+        return LOCALNET_OWN if netns.available() else LOCALNET
     if "testhosts" in getattr(item, "fixturenames", ()):
         return "testhosts"
     return item.nodeid.split("::")[0]
@@ -115,7 +125,7 @@ def xdist_group(item: pytest.Item) -> str:
 
 # The shared groups, strongest first: a module with a process test in one of them puts all its
 # process tests there.
-_RANK = {"localnet": 0, "testhosts": 1}
+_RANK = {LOCALNET: 0, LOCALNET_OWN: 1, "testhosts": 2}
 
 
 def module_groups(items: list[pytest.Item]) -> dict[str, str]:
@@ -220,7 +230,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if config.getoption("fast"):
         config.hook.pytest_deselected(items=deselected)
         items[:] = fast
+    else:
+        _refuse_session_servers_across_namespaces(items)
     items[:] = shared_network_together(longest_first(items, read_costs()))
+
+
+def _refuse_session_servers_across_namespaces(items: list[pytest.Item]) -> None:
+    """A session fixture that starts a program (sshd, a server on loopback) is one per worker,
+    started in whichever network namespace its first user runs: a test of the second lane
+    (tests/netns.py) and a test outside it cannot both reach it. Such a module gets a fixture
+    of its own, module-scoped (tests/operator/test_onboard_e2e_localnet.py's sshd)."""
+    if not netns.available():
+        return
+    for item in items:
+        if _group_of(item) != LOCALNET_OWN:
+            continue
+        info = getattr(item, "_fixtureinfo", None)
+        for name, defs in (info.name2fixturedefs.items() if info is not None else ()):
+            if defs and defs[-1].scope == "session" and _process_fixture(name, defs):
+                raise pytest.UsageError(
+                    f"{item.nodeid} runs in the {LOCALNET_OWN!r} lane's network namespace but"
+                    f" uses the session fixture {name!r}, which starts a program in the"
+                    " namespace of its first user: give the module a module-scoped"
+                    f" {name!r} of its own (tests/netns.py)")
 
 
 _LOST_GROUP = pytest.StashKey[str]()
@@ -303,12 +335,15 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
-    # Set-up, call and teardown: a session fixture's first set-up happens inside the first test.
+    # Set-up, call and teardown: a session fixture's first set-up happens inside the first test,
+    # a module fixture's teardown inside the module's last.
     guard = item.config.getoption("fast") and not starts_process(item)
     if guard:
         _guarded.append(item.nodeid)
+    own = _group_of(item) == LOCALNET_OWN and netns.available()
     try:
-        yield
+        with netns.lane() if own else contextlib.nullcontext():
+            yield
     finally:
         if guard:
             _guarded.pop()

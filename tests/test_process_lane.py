@@ -235,3 +235,64 @@ def test_a_module_on_the_shared_network_is_in_the_local_networks_lane() -> None:
 
     assert xdist_group(Shared()) == "localnet"  # type: ignore[arg-type]
     assert xdist_group(Plain()) == "tests/deploy/test_shared.py"  # type: ignore[arg-type]
+
+
+def test_a_module_with_a_network_of_its_own_is_in_the_second_lane_where_a_namespace_can_be_made(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A module that starts networks of its own runs in the worker's own network namespace
+    (tests/netns.py), beside the shared network's lane; where none can be made, in that lane."""
+    import types
+
+    from tests import process_lane
+    from tests.process_lane import LOCALNET, LOCALNET_OWN, SHARED_NETWORK, module_groups
+
+    own = types.ModuleType("test_own_network")
+    own.localnet_lock = object()  # type: ignore[attr-defined]
+
+    class Own:
+        module = own
+        fixturenames = ("tmp_path",)
+        nodeid = "tests/reset/test_own.py::test_x"
+
+    class SharedToo(Own):  # a module with both: the shared network's lane holds it
+        fixturenames = (SHARED_NETWORK,)
+        nodeid = "tests/deploy/test_both.py::test_shared"
+
+    class OwnToo(Own):
+        nodeid = "tests/deploy/test_both.py::test_own"
+
+    monkeypatch.setattr(process_lane.netns, "available", lambda: True)
+    assert process_lane.xdist_group(Own()) == LOCALNET_OWN  # type: ignore[arg-type]
+    assert module_groups([OwnToo(), SharedToo()]) == {  # type: ignore[list-item]
+        "tests/deploy/test_both.py": LOCALNET}
+    monkeypatch.setattr(process_lane.netns, "available", lambda: False)
+    assert process_lane.xdist_group(Own()) == LOCALNET  # type: ignore[arg-type]
+
+
+def test_a_session_server_in_the_second_lane_is_refused_at_collection(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """sshd of the session starts in the namespace of its first user: a module of the second
+    lane that uses it could not reach it (or leave it unreachable to the others)."""
+    import types
+
+    from tests import process_lane
+
+    def fixture(scope: str, baseid: str) -> types.SimpleNamespace:
+        return types.SimpleNamespace(scope=scope, baseid=baseid)
+
+    class Item:
+        nodeid = "tests/operator/test_own.py::test_x"
+        own_marker = pytest.mark.xdist_group(process_lane.LOCALNET_OWN).mark
+
+        def __init__(self, sshd: types.SimpleNamespace) -> None:
+            self._fixtureinfo = types.SimpleNamespace(name2fixturedefs={"sshd": [sshd]})
+
+        def get_closest_marker(self, name: str) -> object:
+            return self.own_marker if name == "xdist_group" else None
+
+    monkeypatch.setattr(process_lane.netns, "available", lambda: True)
+    session = Item(fixture("session", "tests/operator"))
+    with pytest.raises(pytest.UsageError, match=r"session fixture 'sshd'.*module-scoped"):
+        process_lane._refuse_session_servers_across_namespaces([session])  # type: ignore[list-item]
+    own = Item(fixture("module", "tests/operator/test_own.py"))
+    process_lane._refuse_session_servers_across_namespaces([own])  # type: ignore[list-item]

@@ -18,6 +18,7 @@ import requests
 from substrateinterface import SubstrateInterface
 
 from ops_tools.chain.keys import SS58_FORMAT
+from ops_tools.chain.scale import ScaleConfig
 from ops_tools.chain.urls import is_websocket
 
 S = TypeVar("S", bound=SubstrateInterface)
@@ -78,6 +79,8 @@ def connect(url: str, timeout_s: float, *, ss58_format: int | None = None,
     # session below has its timeout (a node that never answers held the caller forever); the
     # types come from the runtime's own metadata (V14+), so there is nothing to discover.
     kwargs.setdefault("auto_discover", False)
+    # Its own configuration, whose objects keep it: clients on other threads cannot swap it.
+    kwargs.setdefault("runtime_config", ScaleConfig())
     if is_websocket(url):
         substrate = cls(url=url, ss58_format=given, ws_options={"timeout": timeout_s},
                         auto_reconnect=reconnect, **kwargs)

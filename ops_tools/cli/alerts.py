@@ -10,7 +10,7 @@ from rich.table import Table
 
 from ops_tools.cli.output import console, print_json
 from ops_tools.deploy.inventory import load_inventory, monitoring_urls
-from ops_tools.monitoring.alerts import Alert, firing_alerts, resolved_alerts
+from ops_tools.monitoring.alerts import DEFAULT_TIMEOUT_S, Alert, firing_alerts, resolved_alerts
 
 DEFAULT_INVENTORY = Path("inventories/local")
 
@@ -19,11 +19,13 @@ def alerts(
     inventory: Path = typer.Option(DEFAULT_INVENTORY, "--inventory", "-i",
                                    help="Ansible inventory with a monitoring host."),
     json_out: bool = typer.Option(False, "--json", help="Print the alerts as JSON."),
+    timeout: float = typer.Option(DEFAULT_TIMEOUT_S, "--timeout", min=1, max=600,
+                                  help="Seconds to wait for each answer."),
 ) -> None:
     """Firing alerts (Alertmanager) and those resolved within the last hour (Prometheus)."""
     prometheus_url, alertmanager_url = monitoring_urls(load_inventory(inventory))
-    firing = firing_alerts(alertmanager_url)
-    resolved = resolved_alerts(prometheus_url, firing)
+    firing = firing_alerts(alertmanager_url, timeout)
+    resolved = resolved_alerts(prometheus_url, firing, timeout=timeout)
     if json_out:
         print_json({"alertmanager_url": alertmanager_url, "prometheus_url": prometheus_url,
                     "firing": [a.to_json() for a in firing],

@@ -1,7 +1,7 @@
 """Entry point of ``ops-tools``: assembles the sub-commands and maps errors to exit codes.
 
 Each sub-command's module is imported only when that command runs (all of them for the root
-help or an unknown command): together they import pyinfra, ansible-runner, the renderer and
+help or an unknown command): together they import pyinfra, the renderer, Rich's tables and
 more, about half a second that a command like ``reset-cycle --dry-run`` should not pay for the
 others.
 """

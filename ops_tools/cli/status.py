@@ -54,7 +54,8 @@ def _print_firing(inventory: Path) -> None:
     if not inv.hosts("monitoring"):
         return
     try:
-        firing = firing_alerts(monitoring_urls(inv)[1])
+        # A status is a glance: a monitoring host that does not answer soon is reported.
+        firing = firing_alerts(monitoring_urls(inv)[1], timeout=10)
     except OpsError as exc:
         console.print(f"alerts: {exc}", style="red", markup=False, highlight=False)
         return

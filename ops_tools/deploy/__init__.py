@@ -1,1 +1,2 @@
-"""Running the playbooks (ansible-runner) and reading inventories and host manifests."""
+"""Running the playbooks (ansible-playbook with the collection's events callback) and reading
+inventories and host manifests."""

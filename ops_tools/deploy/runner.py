@@ -1,9 +1,14 @@
-"""Running a playbook through ansible-runner, with progress, and a summary of what it did."""
+"""Running a playbook (``ansible-playbook`` with the collection's ``net.ops.events`` callback),
+with progress, and a summary of what it did."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -12,8 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import ansible_runner
-
+from ops_tools.atomic import write_text
 from ops_tools.deploy.paths import ANSIBLE_CFG
 from ops_tools.errors import InputError, OpsError
 
@@ -36,6 +40,8 @@ class PlaybookFailed(OpsError):
 
 
 STRATEGIES = ("mitogen", "ansible")
+OTHER_LINES = 20  # lines of standard output that are not events, kept for a failure's message
+ERROR_LINES = 15
 DEFAULT_STRATEGY = "mitogen"
 
 
@@ -70,15 +76,6 @@ def strategy_env(strategy: str | None) -> dict[str, str]:
     }
 
 
-def _failure_text(event: dict[str, Any]) -> str:
-    data = event.get("event_data", {})
-    res = data.get("res", {}) or {}
-    msg = res.get("msg") or res.get("stderr") or res.get("reason") or "failed"
-    if isinstance(msg, list):
-        msg = "; ".join(str(m) for m in msg)
-    return f"{data.get('host', '?')}: {data.get('task', '?')}: {str(msg).strip()}"
-
-
 def failure_detail(failures: list[str], rc: int, *, shown: int = 5) -> str:
     """Every host's failure, not only the first: hosts converge in parallel (strategy free), and
     the first to time out may only be waiting on another that failed for the real reason."""
@@ -86,6 +83,33 @@ def failure_detail(failures: list[str], rc: int, *, shown: int = 5) -> str:
         return f"ansible-playbook exit status {rc}"
     more = len(failures) - shown
     return "\n".join([*failures[:shown], *([f"(and {more} more)"] if more > 0 else [])])
+
+
+def _read_events(lines: Any, result: PlaybookResult, on_task: Callable[[str], None] | None,
+                 other: list[str]) -> None:
+    """The events of ``plugins/callback/events.py``, one JSON object per line, into ``result``;
+    any other line (a plugin that prints) is kept in ``other``, the last few."""
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            event = None
+        if not isinstance(event, dict):
+            other.append(line.rstrip("\n")[:500])
+            del other[:-OTHER_LINES]
+            continue
+        kind = event.get("event")
+        if kind == "task" and on_task:
+            on_task(str(event.get("name", "")))
+        elif kind == "failed":
+            result.failures.append(f"{event.get('host', '?')}: {event.get('task', '?')}:"
+                                   f" {event.get('msg', 'failed')}")
+        elif kind == "pending_start" and isinstance(event.get("pending_start"), dict):
+            result.pending_starts.setdefault(str(event.get("host")), []).append(
+                event["pending_start"])
+        elif kind == "stats":
+            result.changed = sum(int(n) for n in (event.get("changed") or {}).values())
+            result.hosts = sorted(str(h) for h in event.get("hosts") or ())
 
 
 def run_playbook(
@@ -101,53 +125,59 @@ def run_playbook(
     """Run ``playbook`` on ``inventory``; ``on_task`` is told each task's name as it starts.
     Setting ``cancel`` stops the run (for a run in a thread whose caller gave up); ``limit`` is
     ansible-playbook's ``--limit`` pattern."""
-    selected = strategy_env(strategy)
+    env = {**os.environ, **strategy_env(strategy),
+           # The collection's callback (plugins/callback/events.py): the events, nothing else.
+           "ANSIBLE_STDOUT_CALLBACK": "net.ops.events",
+           "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_NOCOLOR": "1",
+           # ansible-playbook beside this interpreter, and the interpreter it names.
+           "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
+    if ANSIBLE_CFG.exists():
+        env["ANSIBLE_CONFIG"] = str(ANSIBLE_CFG)
     result = PlaybookResult(ok=False, rc=-1)
-
-    def handler(event: dict[str, Any]) -> bool:
-        kind = event.get("event")
-        data = event.get("event_data", {})
-        if kind == "playbook_on_task_start" and on_task:
-            on_task(str(data.get("task", "")))
-        elif kind in ("runner_on_failed", "runner_on_unreachable") and not data.get(
-            "ignore_errors"
-        ):
-            result.failures.append(_failure_text(event))
-        elif kind == "runner_on_ok" and isinstance((data.get("res") or {}).get("pending_start"),
-                                                   dict):
-            result.pending_starts.setdefault(str(data.get("host")), []).append(
-                data["res"]["pending_start"])
-        return True
-
-    private = Path(tempfile.mkdtemp(prefix="ops-tools-runner-"))
+    private = Path(tempfile.mkdtemp(prefix="ops-tools-playbook-"))
+    other: list[str] = []
     try:
-        envvars = {"ANSIBLE_CONFIG": str(ANSIBLE_CFG)} if ANSIBLE_CFG.exists() else {}
-        envvars.update(selected)
-        envvars["ANSIBLE_FORCE_COLOR"] = "0"
-        run = ansible_runner.run(
-            private_data_dir=str(private),
-            playbook=str(playbook.resolve()),
-            inventory=str(inventory.resolve()),
-            extravars=extravars or {},
-            # ansible-runner starts ansible-playbook by name: the one beside this interpreter.
-            envvars={
-                **envvars,
-                "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
-            },
-            quiet=True,
-            event_handler=handler,
-            cancel_callback=cancel.is_set if cancel is not None else None,
-            limit=limit,
-            settings={"suppress_ansible_output": True},
-        )
-        # Read everything from the run before its private directory goes away.
-        result.rc = run.rc
-        result.ok = run.status == "successful" and run.rc == 0
-        stats = run.stats or {}
-        result.changed = sum((stats.get("changed") or {}).values())
-        result.hosts = sorted({host for counts in stats.values() for host in counts or {}})
+        # The variables in a 0600 file, not on the command line (ps shows it).
+        extra = private / "extravars.json"
+        write_text(extra, json.dumps(extravars or {}), mode=0o600)
+        argv = [str(Path(sys.executable).with_name("ansible-playbook")), "-i",
+                str(inventory.resolve()), "-e", f"@{extra}", *(["--limit", limit] if limit else []),
+                str(playbook.resolve())]
+        proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+        errors: list[str] = []
+        stderr = threading.Thread(target=lambda: errors.extend(proc.stderr or ()), daemon=True)
+        stderr.start()
+        stop = threading.Event()
+
+        def watch() -> None:
+            while cancel is not None and not stop.wait(0.5):
+                if cancel.is_set():
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(proc.pid, signal.SIGTERM)
+                    return
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        try:
+            _read_events(proc.stdout, result, on_task, other)
+            result.rc = proc.wait()
+        finally:
+            stop.set()
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            stderr.join(timeout=10)
+        result.ok = result.rc == 0
     finally:
         shutil.rmtree(private, ignore_errors=True)
     if not result.ok:
-        raise PlaybookFailed(f"{playbook.name} failed: {failure_detail(result.failures, run.rc)}")
+        detail = failure_detail(result.failures, result.rc)
+        if not result.failures:
+            # No task failed: ansible-playbook itself did (a syntax error, an inventory it
+            # could not parse); its own words are on stderr.
+            said = "\n".join(line.rstrip() for line in (errors + other)[-ERROR_LINES:])
+            detail = f"{detail}: {said.strip()}" if said.strip() else detail
+        raise PlaybookFailed(f"{playbook.name} failed: {detail}")
     return result

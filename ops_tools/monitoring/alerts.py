@@ -21,6 +21,14 @@ from ops_tools.errors import OpsError
 # Answers are small; anything bigger is not Alertmanager or Prometheus talking.
 MAX_ANSWER_BYTES = 8 * 1024 * 1024
 RESOLVED_WINDOW_S = 3600
+# Per request. Prometheus and Alertmanager answer in milliseconds on a quiet host, but share the
+# processor with a chain and its services on a small one; a human asking can wait this long.
+DEFAULT_TIMEOUT_S = 30.0
+
+
+class NoAnswer(OpsError):
+    """Prometheus or Alertmanager did not answer (refused, reset, timed out): a wait may ask
+    again, a single question may not."""
 
 
 @dataclass(frozen=True)
@@ -54,8 +62,9 @@ def _get_json(url: str, timeout: float) -> Any:
         with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 - http(s) only
             body = resp.read(MAX_ANSWER_BYTES + 1)
     except (urllib.error.URLError, OSError) as exc:
-        raise OpsError(
-            f"{url} does not answer ({exc}); is the monitoring deployed and running?"
+        raise NoAnswer(
+            f"{url} does not answer in {timeout:g} s ({exc}); is the monitoring deployed and"
+            " running?"
         ) from None
     if len(body) > MAX_ANSWER_BYTES:
         raise OpsError(f"{url} answered more than {MAX_ANSWER_BYTES} bytes; refusing to read it")
@@ -107,13 +116,13 @@ def parse_resolved(data: Any, firing: list[Alert]) -> list[Alert]:
     return sorted(out, key=lambda a: (a.name, sorted(a.labels.items())))
 
 
-def firing_alerts(alertmanager_url: str, timeout: float = 5.0) -> list[Alert]:
+def firing_alerts(alertmanager_url: str, timeout: float = DEFAULT_TIMEOUT_S) -> list[Alert]:
     base = _check_url("alertmanager_url", alertmanager_url)
     return parse_alertmanager(_get_json(f"{base}/api/v2/alerts?active=true", timeout))
 
 
-def resolved_alerts(prometheus_url: str, firing: list[Alert],
-                    window_s: int = RESOLVED_WINDOW_S, timeout: float = 5.0) -> list[Alert]:
+def resolved_alerts(prometheus_url: str, firing: list[Alert], window_s: int = RESOLVED_WINDOW_S,
+                    timeout: float = DEFAULT_TIMEOUT_S) -> list[Alert]:
     base = _check_url("prometheus_url", prometheus_url)
     query = (f'max_over_time(timestamp(ALERTS{{alertstate="firing"}})[{int(window_s)}s:]) '
              f'unless ALERTS{{alertstate="firing"}}')
@@ -122,31 +131,44 @@ def resolved_alerts(prometheus_url: str, firing: list[Alert],
 
 
 def firing(alertmanager_url: str, alertname: str,
-           labels: Mapping[str, str] | None = None) -> list[Alert]:
+           labels: Mapping[str, str] | None = None,
+           timeout: float = DEFAULT_TIMEOUT_S) -> list[Alert]:
     """The alerts named ``alertname`` with ``labels`` that Alertmanager has firing now."""
-    return [a for a in firing_alerts(alertmanager_url)
+    return [a for a in firing_alerts(alertmanager_url, timeout)
             if a.state == "firing" and a.matches(alertname, labels)]
 
 
 def wait_for_alert(alertmanager_url: str, alertname: str,
                    labels: Mapping[str, str] | None = None, *, timeout_s: float,
                    resolved: bool = False, poll_s: float = 1.0,
+                   request_timeout: float = 5.0,
                    clock: Callable[[], float] = time.monotonic) -> float:
     """Wait until the alert fires (or, with ``resolved``, until it no longer does); the seconds
-    it took. Raises OpsError naming the alert after ``timeout_s``."""
+    it took. Raises OpsError naming the alert after ``timeout_s``.
+
+    A question that gets no answer is asked again until ``timeout_s``: a busy Alertmanager, or one
+    restarting, says nothing about the alert, and a drill must not fail on one lost poll."""
     start = clock()
+    unanswered: NoAnswer | None = None
     while True:
-        now_firing = bool(firing(alertmanager_url, alertname, labels))
-        if now_firing != resolved:
-            return clock() - start
+        try:
+            now_firing = bool(firing(alertmanager_url, alertname, labels, request_timeout))
+        except NoAnswer as exc:
+            unanswered = exc
+        else:
+            unanswered = None
+            if now_firing != resolved:
+                return clock() - start
         if clock() - start > timeout_s:
             what = "resolve" if resolved else "fire"
+            last = f"; the last question: {unanswered}" if unanswered else ""
             raise OpsError(f"alert {alertname} {dict(labels or {})} did not {what} in"
-                           f" {timeout_s:.0f} s at {alertmanager_url}")
+                           f" {timeout_s:.0f} s at {alertmanager_url}{last}")
         time.sleep(poll_s)
 
 
-def query(prometheus_url: str, expr: str, timeout: float = 5.0) -> list[dict[str, Any]]:
+def query(prometheus_url: str, expr: str,
+          timeout: float = DEFAULT_TIMEOUT_S) -> list[dict[str, Any]]:
     """The result vector of an instant query."""
     base = _check_url("prometheus_url", prometheus_url)
     url = f"{base}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
@@ -165,16 +187,16 @@ def _rule(prometheus_url: str, alertname: str, timeout: float) -> dict[str, Any]
                    " converged with its rules?")
 
 
-def rule_expression(prometheus_url: str, alertname: str, timeout: float = 5.0) -> str:
+def rule_expression(prometheus_url: str, alertname: str, timeout: float = DEFAULT_TIMEOUT_S) -> str:
     return str(_rule(prometheus_url, alertname, timeout).get("query") or "")
 
 
-def rule_for_s(prometheus_url: str, alertname: str, timeout: float = 5.0) -> float:
+def rule_for_s(prometheus_url: str, alertname: str, timeout: float = DEFAULT_TIMEOUT_S) -> float:
     """The rule's ``for:`` in seconds, as Prometheus loaded it."""
     return float(_rule(prometheus_url, alertname, timeout).get("duration") or 0)
 
 
-def scrape_interval_s(prometheus_url: str, timeout: float = 5.0) -> float:
+def scrape_interval_s(prometheus_url: str, timeout: float = DEFAULT_TIMEOUT_S) -> float:
     """The longest scrape interval of the active targets, in seconds."""
     base = _check_url("prometheus_url", prometheus_url)
     targets = ((_get_json(f"{base}/api/v1/targets?state=active", timeout) or {}).get("data")

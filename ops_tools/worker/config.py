@@ -9,6 +9,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ops_tools.errors import InputError
+from ops_tools.worker import listen
 
 TEST_ENGINE = "test"
 # The engine dialects (ops_tools/worker/engines/): "openai" is any OpenAI-compatible server.
@@ -73,8 +74,8 @@ class ExtraEngine(BaseModel):
 class WorkerSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    listen_host: str = "127.0.0.1"
-    listen_port: int = Field(8101, ge=1, le=65535)
+    listen_host: str = listen.DEFAULT_HOST
+    listen_port: int = Field(listen.DEFAULT_PORT, ge=1, le=65535)
     # The URL the gateway calls this worker at (default: http://listen_host:listen_port).
     public_url: str | None = None
     gateway_url: str = "http://127.0.0.1:8005"

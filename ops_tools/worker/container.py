@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from ops_tools.errors import InputError, OpsError
-from ops_tools.worker import config as settings
+from ops_tools.worker import listen
 
 CONFIG_DIR = Path("/etc/net-worker")
 ENGINE_STOP_S = 30.0
@@ -107,6 +107,8 @@ class Launcher:
         return False
 
     def run(self) -> int:
+        from ops_tools.worker import config as settings  # not for --health (below)
+
         worker_yml = self.config_dir / "worker.yml"
         s = settings.load(worker_yml, {})  # bad settings fail here, before the engine loads
         engine_yml = self.config_dir / "engine.yml"
@@ -138,9 +140,22 @@ class Launcher:
 
 
 def health(config_dir: Path) -> int:
-    s = settings.load(config_dir / "worker.yml", {})
-    host = "127.0.0.1" if s.listen_host in ("0.0.0.0", "::") else s.listen_host  # noqa: S104
-    return 0 if _answers(f"http://{host}:{s.listen_port}/health") else 1
+    """The HEALTHCHECK: Docker runs it every 15 s beside the engine and gives it 5 s, on a host
+    that may be busy. It reads only the listen address from worker.yml (the launcher validated
+    the whole file at start) and imports nothing of the settings model, whose imports alone took
+    most of those 5 s on a loaded machine."""
+    try:
+        data = yaml.safe_load((config_dir / "worker.yml").read_text())
+    except (OSError, yaml.YAMLError):
+        return 1
+    if not isinstance(data, dict):
+        return 1
+    host = data.get("listen_host", listen.DEFAULT_HOST)
+    port = data.get("listen_port", listen.DEFAULT_PORT)
+    if not (isinstance(host, str) and isinstance(port, int) and 0 < port < 65536):
+        return 1
+    host = "127.0.0.1" if host in ("0.0.0.0", "::") else host  # noqa: S104
+    return 0 if _answers(f"http://{host}:{port}/health") else 1
 
 
 def main(argv: list[str] | None = None) -> None:

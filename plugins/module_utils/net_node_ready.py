@@ -28,8 +28,10 @@ def _identity(url: str) -> str | None:
     return peer if isinstance(peer, str) else None
 
 
-def _first_answer(url: str, deadline: float, peer_id: str, timeout: int) -> str:
+def _first_answer(url: str, deadline: float, peer_id: str, timeout: int,
+                  stopped: Callable[[], str] | None) -> str:
     last = "not tried"
+    asked = 0.0
     while True:
         try:
             genesis = call(url, "chain_getBlockHash", [0])
@@ -49,6 +51,12 @@ def _first_answer(url: str, deadline: float, peer_id: str, timeout: int) -> str:
         if time.monotonic() >= deadline:
             raise NotReady(f"expected the node's RPC at {url} to answer within {timeout} s;"
                            f" last seen: {last}")
+        if stopped is not None and time.monotonic() - asked >= 1.0:
+            asked = time.monotonic()
+            state = stopped()
+            if state:
+                raise NotReady(f"the node's service has stopped ({state}) before its RPC at"
+                               f" {url} answered; last seen: {last}")
         time.sleep(POLL)
 
 
@@ -58,12 +66,14 @@ def _best(url: str) -> int | None:
 
 def wait_node_ready(url: str, genesis_hash: str, timeout: int = 60, peer_id: str = "",
                     require_advance: bool = True, block_timeout: int = 30,
-                    running: Callable[[], tuple[str, bool]] | None = None) -> dict[str, Any]:
+                    running: Callable[[], tuple[str, bool]] | None = None,
+                    stopped: Callable[[], str] | None = None) -> dict[str, Any]:
     """Wait until the node at ``url`` is ready; returns genesis_hash, best and peers, or raises
     NotReady. ``running`` (the service manager's (state, running)) is asked once the node is
     ready: a node whose process died at start, its port taken, fails while something else
-    answers there."""
-    served = _first_answer(url, time.monotonic() + timeout, peer_id, timeout)
+    answers there. ``stopped`` (the state a program stopped for good in, else "") is asked while
+    the RPC does not answer yet: a node that will not come back fails at once."""
+    served = _first_answer(url, time.monotonic() + timeout, peer_id, timeout, stopped)
     if served.lower() != genesis_hash.lower():
         raise NotReady(f"the node at {url} serves genesis {served}, expected"
                        f" {genesis_hash.lower()} (the render manifest's); it runs another chain"

@@ -15,6 +15,10 @@ import xmlrpc.client
 
 # supervisord's process states that mean "this node is up or coming up".
 SUPERVISOR_RUNNING = ("RUNNING",)
+# States in which a program has stopped and its manager will not start it again: supervisord
+# gave up (FATAL) or was told to stop, systemd's unit failed. supervisord's EXITED is not among
+# them: with autorestart=unexpected it passes through it on its way to a restart.
+STOPPED_FOR_GOOD = ("FATAL", "STOPPED", "failed")
 
 
 class ServiceStateError(Exception):

@@ -12,6 +12,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.net.ops.plugins.module_utils.net_node_ready import (
@@ -19,6 +20,7 @@ from ansible_collections.net.ops.plugins.module_utils.net_node_ready import (
     wait_node_ready,
 )
 from ansible_collections.net.ops.plugins.module_utils.net_service import (
+    STOPPED_FOR_GOOD,
     ServiceStateError,
     changed_since,
     main_pid,
@@ -267,31 +269,56 @@ def _not_ready(p: dict, after_start: bool) -> str:
         try:
             wait_node_ready(rpc["url"], rpc["genesis_hash"], p["ready_timeout"], rpc["peer_id"],
                             rpc["require_advance"] and after_start, rpc["block_timeout"],
-                            running)
+                            running, lambda: _stopped_for_good(p))
         except NotReady as exc:
             return str(exc)
         return ""
     if p["ready_url"]:
-        ok, last = _wait_ready(p["ready_url"], p["ready_timeout"])
+        ok, last, stopped = _wait_ready(p["ready_url"], p["ready_timeout"],
+                                        lambda: _stopped_for_good(p))
+        if stopped:
+            return (f"the program has stopped ({stopped}) before it was ready at"
+                    f" {p['ready_url']}: {last}")
         if not ok:
             return f"not ready after {p['ready_timeout']} s at {p['ready_url']}: {last}"
     return ""
 
 
-def _wait_ready(url: str, timeout: int) -> tuple[bool, str]:
+def _stopped_for_good(p: dict) -> str:
+    """The manager's state when the program has stopped and nothing will start it again
+    ("" while it runs, starts or is being restarted by its manager)."""
+    try:
+        state, _ = service_state(p["manager"], p["name"], p["supervisor_conf"])
+    except ServiceStateError:
+        return ""  # the manager not answering says nothing about the program
+    return state if state in STOPPED_FOR_GOOD else ""
+
+
+def _wait_ready(url: str, timeout: int,
+                stopped: Callable[[], str] | None = None) -> tuple[bool, str, str]:
+    """Poll ``url`` until it answers 200 or ``timeout`` s pass: (ready, the last answer, the
+    state the program stopped in). A program slow to start (a busy machine) is waited for; one
+    that has stopped for good is not, as ``stopped`` tells."""
     deadline = time.monotonic() + timeout
     last = "no answer"
+    asked = 0.0
     while True:
         try:
             with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310 - http(s) from inventory
                 if resp.status == 200:
-                    return True, ""
+                    return True, "", ""
         except urllib.error.HTTPError as exc:
             last = f"HTTP {exc.code}: {exc.read(2000).decode(errors='replace')}"
         except (urllib.error.URLError, OSError) as exc:
             last = f"no answer ({getattr(exc, 'reason', exc)})"
-        if time.monotonic() > deadline:
-            return False, last
+        now = time.monotonic()
+        if now > deadline:
+            return False, last, ""
+        if stopped is not None and now - asked >= 1.0:
+            asked = now
+            state = stopped()
+            if state:
+                return False, last, state
         time.sleep(0.2)
 
 

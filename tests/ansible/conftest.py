@@ -19,6 +19,9 @@ from ops_tools.deploy.runner import strategy_env
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 NETWORK_DEF = ROOT / "tests" / "ansible" / "files" / "molecule-net.yml"
+# molecule, checking its executor once per run instead of before every playbook (the module says
+# why); run from a role's directory as molecule is.
+MOLECULE = [sys.executable, str(Path(__file__).with_name("molecule_cli.py"))]
 
 
 def ansible_env(**extra: str) -> dict[str, str]:
@@ -85,7 +88,7 @@ def molecule_test(scenario: str, role: str, env: dict[str, str], *, timeout: flo
     gets the same lines, each after the seconds since the start, which is where a slow step
     shows."""
     start = time.monotonic()
-    proc = subprocess.Popen([str(VENV_BIN / "molecule"), "test", "-s", scenario, *args],
+    proc = subprocess.Popen([*MOLECULE, "test", "-s", scenario, *args],
                             cwd=ROOT / "roles" / role, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     expired = threading.Event()

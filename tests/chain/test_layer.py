@@ -9,8 +9,11 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
+from scalecodec.base import RuntimeConfigurationObject
+from substrateinterface import Keypair
 
 from ops_tools.chain import substrate as chain_substrate
 from ops_tools.chain.keys import keypair_from_file, keypair_from_secret
@@ -20,6 +23,7 @@ from ops_tools.errors import InputError
 from tests.support.devnode import DevNode, run_devnode
 
 ALICE = "5GrwvaEF5zXb26Fz9rcQpDWS57CtERHpNehXCPcNoHGKutQY"
+BOB = "5FHneW46xGXgs5mUiveU4sbTyGBzmstUspZC92UhjJM694ty"
 
 
 def test_url_helpers_swap_only_the_scheme():
@@ -125,6 +129,57 @@ def test_a_second_connection_reuses_the_decoded_metadata(node: DevNode):
     finally:
         first.close()
         second.close()
+
+
+@pytest.mark.process
+def test_a_client_signs_while_another_thread_loads_its_runtime(
+        node: DevNode, monkeypatch: pytest.MonkeyPatch):
+    """The faucet's submitter and follower, the gateway's reader and settler: two clients of
+    one process on two threads. scalecodec hangs the configuration that last looked a class up
+    on the class itself, and a client loading its runtime looks the call class up before its
+    registry holds the call's argument types. Here the signer is held just after it looked the
+    call class up, the other client loads its runtime up to that point and is held there (as a
+    busy processor would hold them), and the signer goes on: its call must still encode with its
+    own types, and the node accept it."""
+    signer = chain_substrate.connect(node.http, timeout_s=10)
+    other = chain_substrate.connect(node.http, timeout_s=10)
+    alice = Keypair.create_from_uri("//Alice")
+    signer.init_runtime()
+    args = {"dest": BOB, "value": 10**12}
+    probe = signer.compose_call("Balances", "transfer_keep_alive", args)
+    arg_types = {field.get_type_string() for field in probe.call_function["fields"]}
+    signing, other_held, signed = threading.Event(), threading.Event(), threading.Event()
+    loader = threading.Thread(target=other.init_runtime)
+    lookup = RuntimeConfigurationObject.get_decoder_class
+
+    def holding_lookup(config: RuntimeConfigurationObject, type_string: Any) -> Any:
+        found = lookup(config, type_string)
+        if getattr(found, "__name__", None) != "GenericCall":
+            return found
+        if config is signer.runtime_config and signing.is_set() and not loader.is_alive():
+            loader.start()
+            other_held.wait(30)
+        elif config is other.runtime_config and signing.is_set() and not other_held.is_set() \
+                and not arg_types <= config.type_registry["types"].keys():
+            other_held.set()
+            signed.wait(10)
+        return found
+
+    monkeypatch.setattr(RuntimeConfigurationObject, "get_decoder_class", holding_lookup)
+    nonce = RpcClient(node.http).call("system_accountNextIndex", [alice.ss58_address])
+    call = signer.compose_call("Balances", "transfer_keep_alive", args)
+    signing.set()
+    try:
+        xt = signer.create_signed_extrinsic(call=call, keypair=alice, nonce=nonce)
+    finally:
+        signed.set()
+        loader.join(30)
+    assert other_held.is_set(), "the other client never looked the call class up with its" \
+        " registry incomplete: scalecodec has changed, and this test no longer holds the race open"
+    answer = signer.rpc_request("author_submitExtrinsic", [str(xt.data)])["result"]
+    assert answer == "0x" + xt.extrinsic_hash.hex()
+    other.close()
+    signer.close()
 
 
 def test_a_node_that_never_answers_fails_the_call_within_the_timeout():

@@ -4,8 +4,10 @@ onboarding's files for a container."""
 
 from __future__ import annotations
 
+import http.server
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -176,3 +178,53 @@ def test_variants_and_the_pinned_llamacpp():
     for arg in ("VLLM_IMAGE", "SGLANG_IMAGE", "TRTLLM_IMAGE"):
         line = next(x for x in dockerfile.splitlines() if x.startswith(f"ARG {arg}="))
         assert "@sha256:" in line and len(line.split("@sha256:")[1]) == 64
+
+
+class _Health(http.server.BaseHTTPRequestHandler):
+    status = 200
+
+    def do_GET(self) -> None:
+        self.send_response(self.status if self.path == "/health" else 404)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def health_server():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Health)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        _Health.status = 200
+
+
+def test_the_health_check_asks_the_worker_where_worker_yml_says_it_listens(tmp_path,
+                                                                           health_server):
+    port = health_server.server_address[1]
+    worker_yml = tmp_path / "worker.yml"
+    assert entry.health(tmp_path) == 1  # no settings: not healthy
+    wildcard = "0.0.0.0"  # noqa: S104 (written to a settings file; nothing binds it)
+    worker_yml.write_text(yaml.safe_dump({"listen_host": wildcard, "listen_port": port}))
+    assert entry.health(tmp_path) == 0  # a wildcard address is asked on loopback
+    _Health.status = 503  # draining
+    assert entry.health(tmp_path) == 1
+    _Health.status = 200
+    worker_yml.write_text(yaml.safe_dump({"listen_port": "not a port"}))
+    assert entry.health(tmp_path) == 1
+
+
+@pytest.mark.process  # a Python interpreter as a subprocess
+def test_the_health_check_does_not_import_the_settings_model():
+    """Docker gives the HEALTHCHECK 5 s on a host busy with the engine: the entry point's module
+    leaves the settings model (pydantic and the rest) to the launcher."""
+    probe = ("import sys, ops_tools.worker.container; print(sorted(m for m in"
+             " ('ops_tools.worker.config', 'pydantic') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         timeout=60, check=True)
+    assert out.stdout.strip() == "[]"

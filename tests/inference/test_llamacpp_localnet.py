@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -44,8 +45,20 @@ def net(state):
 
 @pytest.fixture(scope="module")
 def gateway(net) -> openai.OpenAI:
-    return openai.OpenAI(base_url=net["public"]["gateway_url"] + "/v1",
-                         api_key=net["gateway_api_key"], max_retries=0, timeout=300)
+    # The SDK's own retries, as its users have them: the local network's epochs are 10 s, so a
+    # worker whose host is busy enough to miss one heartbeat is out for a few seconds, and the
+    # gateway's 503 says when to come back (Retry-After). Each 503 prints the gateway's view of
+    # the workers, shown if the test fails.
+    url = net["public"]["gateway_url"]
+
+    def explain(response) -> None:
+        if response.status_code == 503:
+            view = httpx.get(url + "/v1/workers", timeout=30).text
+            print(f"{time.strftime('%H:%M:%S')} gateway 503 on {response.url}; workers: {view}")
+
+    return openai.OpenAI(base_url=url + "/v1", api_key=net["gateway_api_key"], max_retries=5,
+                         timeout=300,
+                         http_client=openai.DefaultHttpxClient(event_hooks={"response": [explain]}))
 
 
 def engine_of(net, kind: str) -> dict:

@@ -5,9 +5,11 @@ and seen resolved; the CLI reads the URLs from an inventory's monitoring host.""
 from __future__ import annotations
 
 import datetime as dt
+import http.server
 import json
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -92,6 +94,51 @@ def test_firing_wait_and_resolve(monitoring) -> None:
         wait_for_alert(am, "FinalityStalled", timeout_s=1, resolved=True, poll_s=0.2)
     _post(am, -1)  # ends now: resolved
     wait_for_alert(am, "FinalityStalled", timeout_s=30, resolved=True)
+
+
+def test_wait_asks_again_when_alertmanager_stalls_and_names_the_stall_at_its_timeout(
+        monitoring) -> None:
+    """A stall between Alertmanager and the wait (a proxy on loopback that holds the first
+    questions past the request timeout): the wait asks again and sees the alert; a stall that
+    lasts past the wait's own timeout fails naming the alert and the unanswered question."""
+    am, _ = monitoring
+    _post(am, 300)
+    stalls = {"left": 2}
+
+    class Stalling(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if stalls["left"]:
+                stalls["left"] -= 1
+                time.sleep(1.5)  # past the wait's request timeout
+                return
+            with urllib.request.urlopen(am + self.path, timeout=5) as resp:
+                body = resp.read()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Stalling)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        proxy = f"http://127.0.0.1:{server.server_address[1]}"
+        wait_for_alert(proxy, "FinalityStalled", {"host": "authority-0"}, timeout_s=30,
+                       poll_s=0.1, request_timeout=0.5)
+        assert stalls["left"] == 0  # both stalled questions were asked, and the wait went on
+        stalls["left"] = 1000
+        with pytest.raises(OpsError, match=r"did not resolve in 2 s .*the last question: .*"
+                                           r"does not answer in 0.5 s"):
+            wait_for_alert(proxy, "FinalityStalled", timeout_s=2, resolved=True, poll_s=0.1,
+                           request_timeout=0.5)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
 
 
 def test_cli_lists_what_fires_from_the_inventorys_monitoring_host(monitoring, tmp_path) -> None:

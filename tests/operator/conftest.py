@@ -34,6 +34,10 @@ from ops_tools.checksums import sha256_file
 from ops_tools.devnode.runtime.blob import VERSION
 from tests.conftest import ROOT, free_port
 
+# The shared cases of the two onboarding lanes are test code in a helper module: their failed
+# asserts show their operands as a test module's do.
+pytest.register_assert_rewrite("tests.operator.onboard_e2e_cases")
+
 VENV_BIN = ROOT / ".venv" / "bin"
 DEVNODE = VENV_BIN / "devnode"
 PYTHON = VENV_BIN / "python"

@@ -266,9 +266,18 @@ def test_gateway_routes_to_the_worker_and_settlement_pays(onboarded, net):
                   "--faucet-url", net["faucet"]], net["env"])
     assert status.returncode == 0, status.stderr
     out = json.loads(status.stdout)
-    assert out["registered"] and out["worker_live"]
+    # A status is one reading. On a loaded machine a worker back from a stall can be out of the
+    # gateway's routing, or an epoch behind, for a few seconds (as onboarding's checks allow
+    # for): read again until it is live and within the epoch rule.
+    deadline = time.monotonic() + 60
+    while not (out["worker_live"] and out["last_heartbeat_epoch"] >= out["current_epoch"] - 1):
+        assert time.monotonic() < deadline, out
+        time.sleep(2)
+        again = run(status.args, net["env"])
+        assert again.returncode == 0, again.stderr
+        out = json.loads(again.stdout)
+    assert out["registered"]
     assert out["attestation_hash"] == onboarded["report"]["attestation_hash"]
-    assert out["last_heartbeat_epoch"] >= out["current_epoch"] - 1
     if net["indexer"]:  # earnings as the indexer saw the settlements
         deadline = time.monotonic() + 60
         while int((out["earnings_settled"] or {}).get("plancks", 0)) < amount:
@@ -288,5 +297,6 @@ def test_runs_again_repeat_nothing(onboarded, net, sshd):
     again = run(onboard_args(net, NAME), net["env"])
     assert again.returncode == 0, again.stderr
     report = json.loads(again.stdout)
-    assert report["ran"] == [] and len(report["skipped"]) == 7
+    assert report["ran"] == [] and len(report["skipped"]) == 7, \
+        (report["ran"], report["redone"], again.stderr[-3000:])
     assert all(s["attempts"] == 1 for s in report["steps"] if s["step"] != "stake")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.ansible.conftest import MOLECULE
 from tests.conftest import ROOT, free_port
 from tests.operator.conftest import VENV_BIN
 
@@ -25,7 +26,7 @@ def test_genesis_preflight_molecule_scenario(tmp_path: Path) -> None:
                PATH=f"{VENV_BIN}:{os.environ['PATH']}")
     pidfile = ephemeral / "public-node.pid"
     try:
-        proc = subprocess.run([str(VENV_BIN / "molecule"), "test"],
+        proc = subprocess.run([*MOLECULE, "test"],
                               cwd=ROOT / "roles" / "genesis_preflight", env=env,
                               capture_output=True, text=True, timeout=600)
         out = proc.stdout + proc.stderr

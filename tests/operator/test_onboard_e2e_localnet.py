@@ -1,6 +1,7 @@
 """Operator onboarding end to end (tests/operator/onboard_e2e_cases.py) on the local network
-itself: ``ops-tools localnet up`` on inventories/local, its fixed ports under
-/tmp/net-localnet.lock, with the must-hold command line that relies on the local defaults.
+itself: ``ops-tools localnet up`` on inventories/local, its fixed ports in the second lane's
+network namespace (tests/netns.py), with the must-hold command line that relies on the local
+defaults.
 
 Last, on the same network: onboarding never trusts a stale journal. The network purged and
 brought up again has the same genesis but none of what the onboarding did; with a new empty
@@ -30,12 +31,27 @@ from tests.operator.onboard_e2e_cases import (  # noqa: F401
     test_runs_again_repeat_nothing,
 )
 # isort: on
+from tests.operator.conftest import Sshd
 from tests.operator.onboard_e2e_cases import NAME, onboard_args, play
 from tests.operator.onboard_stacks import BIN, localnet_stack, run
 
-# Two local networks brought up, and the lock, which another run may hold.
+# Two local networks brought up, one after the other.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 CHAIN_STEPS = ["funding", "attestation", "stake", "daemon", "heartbeat"]
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory):
+    """An sshd of this module's own, not the session's: the module runs in the second lane's
+    network namespace (tests/netns.py), where the session's sshd, started in the machine's by
+    another module of this worker, is not on loopback (and one started here would not be on
+    theirs)."""
+    server = Sshd(tmp_path_factory.mktemp("sshd"))
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.ansible.conftest import MOLECULE
 from tests.conftest import ROOT
 from tests.reset_scheduler.conftest import VENV_BIN
 
@@ -30,7 +31,7 @@ def test_molecule_scenario(tmp_path: Path) -> None:
         "ANSIBLE_NOCOLOR": "1",
     }
     p = subprocess.run(
-        [str(VENV_BIN / "molecule"), "test", "--scenario-name", "default"],
+        [*MOLECULE, "test", "--scenario-name", "default"],
         cwd=ROLE,
         env=env,
         capture_output=True,

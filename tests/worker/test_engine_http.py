@@ -5,6 +5,8 @@ the engine closes them."""
 from __future__ import annotations
 
 import asyncio
+import socket
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -155,3 +157,65 @@ def test_engine_keepalive_s_out_of_bounds_is_refused_with_its_name(value):
 
     with pytest.raises(InputError, match="engine_keepalive_s"):
         load(None, {"dev_suri_file": "/nonexistent", "engine_keepalive_s": value})
+
+
+def test_a_connect_held_past_its_deadline_is_tried_once_more(monkeypatch):
+    """CI once saw the worker's connect to a loopback llama.cpp server time out: on a busy
+    machine the worker's event loop was held off the processor past the connect deadline, so the
+    timer fired before the loop saw the connection made. Here the loop is held (a blocking call
+    scheduled beside the first connect) for twice the deadline; nothing was sent, so the worker
+    connects again and relays the engine's answer."""
+    monkeypatch.setattr(engine_base, "ENGINE_CONNECT_S", 0.5)
+
+    async def small(request: web.Request) -> web.Response:
+        return web.json_response({"choices": [{"text": "ok"}]})
+
+    async def run() -> None:
+        runner, url, peers = await _serve({"/v1/completions": small})
+        loop = asyncio.get_running_loop()
+        connect = loop.sock_connect
+        connects: list[Any] = []
+
+        async def held(sock: Any, address: Any) -> None:
+            connects.append(address)
+            if len(connects) == 1:
+                loop.call_soon(time.sleep, 1.0)  # the processor is taken away mid-connect
+                await asyncio.sleep(0)
+            await connect(sock, address)
+
+        monkeypatch.setattr(loop, "sock_connect", held)
+        engine = make_engine("openai", url, [])
+        try:
+            answer = await engine.answer("/v1/completions", b'{"model": "m"}')
+        finally:
+            await engine.aclose()
+            await runner.cleanup()
+        assert len(connects) == 2
+        assert answer.status == 200 and orjson.loads(answer.body or b"") == {
+            "choices": [{"text": "ok"}]}
+        assert len(peers) == 1  # the request itself was sent once
+
+    asyncio.run(run())
+
+
+def test_an_engine_that_takes_no_connection_is_a_502_in_openais_shape():
+    """An engine that is down: the worker answers the gateway (which then asks another worker)
+    in the API's own error shape, not with a traceback and a bare 500."""
+    with socket.socket() as bound:  # bound and never listening: every connect is refused
+        bound.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{bound.getsockname()[1]}"
+
+        async def run() -> httpx.Response:
+            front = EngineFront([make_engine("vllm", url, [])])
+            try:
+                async with httpx.AsyncClient(transport=httpx.ASGITransport(
+                        app=build_app(front, None)), base_url="http://worker") as client:
+                    return await client.post("/v1/completions", content=b'{"model": "m"}')
+            finally:
+                await front.aclose()
+
+        answer = asyncio.run(run())
+    assert answer.status_code == 502
+    error = answer.json()["error"]
+    assert error["code"] == "engine_unreachable" and error["type"] == "server_error"
+    assert f"the vllm engine at {url} cannot be reached" in error["message"]

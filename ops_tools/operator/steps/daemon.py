@@ -29,7 +29,7 @@ from ops_tools import atomic
 from ops_tools.errors import InputError, OpsError
 from ops_tools.operator import container, gateway_client, service_user, units
 from ops_tools.operator.context import TEST_ENGINE, Context, Options
-from ops_tools.operator.steps import Outcome, gone
+from ops_tools.operator.steps import Outcome, gone, patiently
 from ops_tools.programs import Program
 
 NAME = "daemon"
@@ -312,8 +312,8 @@ def _running(opts: Options, engine: bool = False) -> bool:
 
 def check(ctx: Context) -> str | None:
     """The worker's files are what this run would write (unless roles/worker deployed it),
-    its program or unit runs, and the gateway lists it as live (asked a few times: one stale
-    answer does not restart it)."""
+    its program or unit runs, and the gateway lists it as live (asked again for
+    ``LIVENESS_PATIENCE_S``: a stall the worker recovers from does not restart it)."""
     opts = ctx.options
     manifest = _manifest_path(ctx)
     if manifest is not None:
@@ -342,15 +342,15 @@ def check(ctx: Context) -> str | None:
         if not _running(opts):
             manager = "docker" if opts.container else opts.service_manager
             return gone(ctx, f"{opts.program} is not running ({manager})")
-    why = ""
-    deadline = time.monotonic() + min(opts.timeout_s, 15)
-    while True:
+
+    def listed() -> str | None:
         row = gateway_client.worker_view(opts.gateway_url, ctx.keypair(),
                                          str(ctx.journal.genesis_hash))
         if row is not None and row.get("live"):
             return None
-        why = "it does not know the worker" if row is None else str(row.get("reason"))[:200]
-        if time.monotonic() > deadline:
-            return gone(ctx, f"the gateway {opts.gateway_url} does not list the worker as live"
-                             f" ({why})")
-        time.sleep(2)
+        return "it does not know the worker" if row is None else str(row.get("reason"))[:200]
+
+    why = patiently(ctx, listed)
+    if why is None:
+        return None
+    return gone(ctx, f"the gateway {opts.gateway_url} does not list the worker as live ({why})")

@@ -2,8 +2,10 @@
 
 The worker started in step 6 heartbeats too, with the same key: the two may race for a nonce
 or an epoch. The runtime allows one epoch of advance per heartbeat, so this step sends the next
-allowed epoch (last + 1) until the chain's ``last_heartbeat_epoch`` reaches the epoch current
-when the step began, re-reading after each refusal: whichever heartbeat lands, the rule holds.
+allowed epoch (last + 1) until the chain's ``last_heartbeat_epoch`` reaches the current epoch,
+re-reading both after each heartbeat or refusal: whichever heartbeat lands, the rule holds, and
+a registration many epochs behind ends the step current, not behind by the epochs its catching
+up took.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import time
 
 from ops_tools.errors import OpsError
 from ops_tools.operator.context import Context
-from ops_tools.operator.steps import Outcome, gone
+from ops_tools.operator.steps import Outcome, gone, patiently
 from ops_tools.wallet import operator
 from ops_tools.wallet.errors import ChainRejection
 
@@ -63,8 +65,8 @@ def run(ctx: Context) -> Outcome:
         except ChainRejection as exc:  # the worker's took the nonce first
             why = str(exc)[:200]
             time.sleep(1)
-        last, _ = _last(ctx)
-    who = "ours" if target in ours else "the worker's"
+        last, target = _last(ctx)
+    who = "ours" if last in ours else "the worker's"
     return Outcome(f"heartbeat for epoch {last} on chain ({who}); the worker keeps them going",
                    {"heartbeat_epoch": last, "heartbeat_epochs_sent": ours,
                     "heartbeat_registration": _registration(ctx)})
@@ -72,7 +74,9 @@ def run(ctx: Context) -> Outcome:
 
 def check(ctx: Context) -> str | None:
     """The heartbeat was for the registration the chain has, and the chain's last heartbeat is
-    within the epoch rule: one for the current epoch would be accepted."""
+    within the epoch rule: one for the current epoch would be accepted. A worker behind it is
+    given ``LIVENESS_PATIENCE_S`` to catch up (it steps up by itself after a stall) before this
+    step sends heartbeats beside it."""
     substrate, address = ctx.substrate(), ctx.facts["account"]
     if not operator.operator_record(substrate, address):
         return gone(ctx, f"the chain has no registration for {address}, so no heartbeat")
@@ -80,10 +84,14 @@ def check(ctx: Context) -> str | None:
     if sent_for != now:
         return gone(ctx, f"the heartbeat was for the registration in {_block(sent_for)}; the"
                          f" chain's is in {_block(now)}")
-    last, current = _last(ctx)
     constant = substrate.get_constant(operator.PALLET, "MaxHeartbeatEpochAdvance")
     advance = int(constant.value) if constant is not None else 1
-    if current - last > advance:
+
+    def within() -> str | None:
+        last, current = _last(ctx)
+        if current - last <= advance:
+            return None
         return (f"the last heartbeat of {address} is epoch {last}, the current epoch {current}:"
                 f" more than MaxHeartbeatEpochAdvance ({advance}) behind")
-    return None
+
+    return patiently(ctx, within)

@@ -2,6 +2,8 @@
 
 One ``Runtime`` per spec version: scalecodec's type registry is filled from that version's
 portable registry (metadata V14+), so a runtime upgrade never decodes old blocks with new types.
+Its configuration is a ``ScaleConfig``: decoded objects keep it, whichever version's decoders were
+built or used last, on whichever thread.
 """
 
 from __future__ import annotations
@@ -10,10 +12,11 @@ import functools
 import hashlib
 from typing import Any
 
-from scalecodec.base import RuntimeConfigurationObject, ScaleBytes
+from scalecodec.base import ScaleBytes
 from scalecodec.type_registry import load_type_registry_preset
 from scalecodec.utils.ss58 import ss58_decode
 
+from ops_tools.chain.scale import ScaleConfig
 from ops_tools.services.indexer.model import Block, Event, Extrinsic, Heartbeat, RawBlock, Transfer
 
 EVENTS_MEMO_MAX_HEX = 2048
@@ -24,7 +27,7 @@ class DecodeError(Exception):
     """A block or its events do not decode with the metadata of their spec version."""
 
 
-class _CachingConfig(RuntimeConfigurationObject):
+class _CachingConfig(ScaleConfig):
     """scalecodec builds a new decoder class on every lookup of a composite type string
     (``Vec<...>``, tuples, arrays), which dominates decoding time; once the registry of a spec
     version is complete the answer for a type string never changes, so it is kept."""

@@ -3,6 +3,7 @@ pass-through that the dialects specialise (readiness, load, error bodies)."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -22,6 +23,12 @@ PROBE_TIMEOUT = aiohttp.ClientTimeout(total=3.0)
 # server too), so the worker always closes first and never sends a request on a connection the
 # engine is closing (that request would fail: a worker failure to the gateway).
 ENGINE_KEEPALIVE_S = 4.0
+# How long a connection to the engine may take to open. On the engine's own host a connect is
+# taken or refused at once; one that times out is an engine whose accept queue is full, or this
+# worker's own event loop held off a busy processor past the deadline (the connect was made, the
+# timer fired first). Nothing was sent: it is tried once more before the request fails.
+ENGINE_CONNECT_S = 3.0
+ENGINE_CONNECT_ATTEMPTS = 2
 
 
 class BodyTooLarge(Exception):
@@ -140,7 +147,8 @@ class HttpEngine:
             self._client = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=1000, limit_per_host=0,
                                                keepalive_timeout=self.keepalive_s),
-                timeout=aiohttp.ClientTimeout(total=None, sock_connect=3.0, sock_read=600.0),
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=ENGINE_CONNECT_S,
+                                              sock_read=600.0),
                 auto_decompress=False, cookie_jar=aiohttp.DummyCookieJar(),
                 skip_auto_headers=("User-Agent",),
             )
@@ -194,9 +202,24 @@ class HttpEngine:
         """The request as this dialect needs it (the default: unchanged)."""
         return body
 
+    async def _post(self, path: str, data: bytes) -> aiohttp.ClientResponse:
+        def post() -> Any:
+            return self.client.post(self.base_url + path, data=data,
+                                    headers={"Content-Type": "application/json"})
+
+        for _ in range(ENGINE_CONNECT_ATTEMPTS - 1):
+            with contextlib.suppress(aiohttp.ConnectionTimeoutError):
+                return await post()  # type: ignore[no-any-return]
+        return await post()  # type: ignore[no-any-return]
+
     async def answer(self, path: str, raw: bytes) -> Answer:
-        response = await self.client.post(self.base_url + path, data=self.prepare(path, raw),
-                                          headers={"Content-Type": "application/json"})
+        try:
+            response = await self._post(path, self.prepare(path, raw))
+        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
+            # The gateway takes a 5xx for a failed worker and asks another one.
+            return Answer(502, openai_error(
+                502, f"the {self.kind} engine at {self.base_url} cannot be reached"
+                f" ({type(exc).__name__})", "server_error", "engine_unreachable"))
         if response.status == 200 and response.headers.get("content-type", "").startswith(
                 "text/event-stream"):
             return Answer(response.status, stream=response.content.iter_any(),
