@@ -104,8 +104,10 @@ class Api:
     def rpc_methods(self, p: list[Any], c: Connection) -> Any:
         # The dev node's own extensions (devnode_*) stay unlisted: a Substrate node has none,
         # and polkadot.js warns about every listed method it does not know.
-        return {"version": 1,
-                "methods": sorted(m for m in self.methods() if not m.startswith("devnode_"))}
+        return {
+            "version": 1,
+            "methods": sorted(m for m in self.methods() if not m.startswith("devnode_")),
+        }
 
     def system_health(self, p: list[Any], c: Connection) -> Any:
         return {
@@ -204,16 +206,16 @@ class Api:
     ) -> str:
         if not c.can_subscribe:
             raise RpcError(-32601, "Method not found", "subscriptions need a WebSocket connection")
-        sub = c.new_id()
+        stream = c.stream(method)
 
         def push(head: Head) -> None:
-            c.notify(method, sub, header_json(head.header))
+            stream.send(header_json(head.header))
 
         hub.append(push)
-        c.subscriptions[sub] = lambda: hub.remove(push) if push in hub else None
+        c.subscriptions[stream.id] = lambda: hub.remove(push) if push in hub else None
         if initial is not None:
-            self.node.loop.call_soon(push, initial)
-        return sub
+            push(initial)
+        return stream.id
 
     def _unsubscribe(self, p: list[Any], c: Connection) -> Any:
         cancel = c.subscriptions.pop(_arg(p, 0), None) if isinstance(_arg(p, 0), str) else None
@@ -358,16 +360,16 @@ class Api:
     def state_subscribe_runtime_version(self, p: list[Any], c: Connection) -> Any:
         if not c.can_subscribe:
             raise RpcError(-32601, "Method not found", "subscriptions need a WebSocket connection")
-        sub = c.new_id()
-        c.subscriptions[sub] = lambda: None
-        self.node.loop.call_soon(c.notify, "state_runtimeVersion", sub, self.runtime_version())
-        return sub
+        stream = c.stream("state_runtimeVersion")
+        c.subscriptions[stream.id] = lambda: None
+        stream.send(self.runtime_version())
+        return stream.id
 
     def state_subscribe_storage(self, p: list[Any], c: Connection) -> Any:
         if not c.can_subscribe:
             raise RpcError(-32601, "Method not found", "subscriptions need a WebSocket connection")
         keys = [_bytes(k, "storage key") for k in (_arg(p, 0) or [])]
-        sub = c.new_id()
+        stream = c.stream("state_storage")
         last: dict[bytes, bytes | None] = {}
 
         def push(head: Head) -> None:
@@ -381,14 +383,14 @@ class Api:
                     changes.append([_hex(k), _hex(v) if v is not None else None])
                 last[k] = v
             if changes:
-                c.notify("state_storage", sub, {"block": _hex(head.hash), "changes": changes})
+                stream.send({"block": _hex(head.hash), "changes": changes})
 
         self.node.new_heads.append(push)
-        c.subscriptions[sub] = lambda: (
+        c.subscriptions[stream.id] = lambda: (
             self.node.new_heads.remove(push) if push in self.node.new_heads else None
         )
-        self.node.loop.call_soon(push, self.chain.best)
-        return sub
+        push(self.chain.best)
+        return stream.id
 
     # ---- author -------------------------------------------------------------------------------
     def author_submit_extrinsic(self, p: list[Any], c: Connection) -> Any:
@@ -402,30 +404,19 @@ class Api:
         if not c.can_subscribe:
             raise RpcError(-32601, "Method not found", "subscriptions need a WebSocket connection")
         encoded = _bytes(_arg(p, 0), "extrinsic")
-        sub = c.new_id()
-        pending: list[Any] = []
-        active = {"on": False}
+        stream = c.stream("author_extrinsicUpdate")
+        watching = {"on": True}
 
         def watcher(status: Any) -> None:
-            if active["on"]:
-                self.node.loop.call_soon(c.notify, "author_extrinsicUpdate", sub, status)
-            else:
-                pending.append(status)
+            if watching["on"]:
+                stream.send(status)
 
         try:
             self.node.pool.submit(encoded, watcher)
         except InvalidTransaction as exc:
             raise RpcError(exc.code, exc.message, exc.reason) from None
-        c.subscriptions[sub] = lambda: active.update(on=False)
-
-        def start() -> None:
-            active["on"] = True
-            for status in pending:
-                c.notify("author_extrinsicUpdate", sub, status)
-
-        # Notifications must follow the reply that carries the subscription id.
-        self.node.loop.call_soon(start)
-        return sub
+        c.subscriptions[stream.id] = lambda: watching.update(on=False)
+        return stream.id
 
     def author_pending_extrinsics(self, p: list[Any], c: Connection) -> Any:
         return [_hex(x) for x in self.node.pool.pending()]

@@ -36,11 +36,29 @@ def invalid_params(detail: str) -> RpcError:
     return RpcError(-32602, "Invalid params", detail)
 
 
-class Connection:
-    """One WebSocket client: its subscriptions and a send function (None for HTTP)."""
+# A client that leaves this many messages unread is dropped, as Substrate's RPC server drops a
+# subscriber whose buffer is full: one slow reader must not hold the node's memory hostage.
+OUTBOX_LIMIT = 1024
 
-    def __init__(self, send: Callable[[bytes], Awaitable[None]] | None) -> None:
-        self._send = send
+
+class Connection:
+    """One client: its subscriptions and, over WebSocket, one ordered outbox.
+
+    Replies and notifications leave through one queue that one task drains, so the client reads
+    them in the order the node made them: a subscription's first head before the heads imported
+    after it, and the reply that names a subscription before any of its notifications.
+    """
+
+    def __init__(
+        self,
+        send: Callable[[bytes], Awaitable[None]] | None,
+        hang_up: Callable[[], Awaitable[Any]] | None = None,
+        limit: int = OUTBOX_LIMIT,
+    ) -> None:
+        self._send, self._hang_up = send, hang_up
+        self._outbox: asyncio.Queue[bytes] | None = asyncio.Queue(limit) if send else None
+        self._opening: list[Stream] = []
+        self._closing: asyncio.Task[Any] | None = None
         self.subscriptions: dict[str, Callable[[], None]] = {}
         self.closed = False
 
@@ -51,28 +69,77 @@ class Connection:
     def new_id(self) -> str:
         return secrets.token_urlsafe(12)
 
-    def notify(self, method: str, sub_id: str, result: Any) -> None:
-        if self.closed or self._send is None:
-            return
-        msg = orjson.dumps(
-            {
-                "jsonrpc": "2.0",
-                "method": method,
-                "params": {"subscription": sub_id, "result": result},
-            }
-        )
-        asyncio.get_running_loop().create_task(self._safe_send(msg))
+    def stream(self, method: str) -> Stream:
+        """A new subscription's notifications, held until the reply that names it is queued."""
+        stream = Stream(self, method, self.new_id())
+        self._opening.append(stream)
+        return stream
 
-    async def _safe_send(self, msg: bytes) -> None:
-        assert self._send is not None
-        with contextlib.suppress(ConnectionError, RuntimeError):
-            await self._send(msg)
+    async def reply(self, msg: bytes | None) -> None:
+        if msg is not None and self._outbox is not None:
+            # A client that sends faster than it reads waits here: its requests stay unread.
+            await self._outbox.put(msg)
+        opening, self._opening = self._opening, []
+        for stream in opening:
+            stream.open()
+
+    def queue(self, msg: bytes) -> None:
+        if self.closed or self._outbox is None:
+            return
+        try:
+            self._outbox.put_nowait(msg)
+        except asyncio.QueueFull:
+            log.warning(
+                "Dropping a WebSocket client that left %d messages unread", self._outbox.qsize()
+            )
+            self.close()
+            # Emptied, so that a reply waiting for room goes on and the request loop sees the
+            # socket close; the pump sends nothing more.
+            while not self._outbox.empty():
+                self._outbox.get_nowait()
+            if self._hang_up is not None:
+                self._closing = asyncio.get_running_loop().create_task(self._hang_up())
+
+    async def pump(self) -> None:
+        assert self._outbox is not None and self._send is not None
+        while True:
+            msg = await self._outbox.get()
+            if self.closed:
+                continue
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                await self._send(msg)
 
     def close(self) -> None:
         self.closed = True
         for cancel in self.subscriptions.values():
             cancel()
         self.subscriptions.clear()
+
+
+class Stream:
+    """The notifications of one subscription."""
+
+    def __init__(self, conn: Connection, method: str, sub_id: str) -> None:
+        self.conn, self.method, self.id = conn, method, sub_id
+        self._held: list[bytes] | None = []
+
+    def send(self, result: Any) -> None:
+        msg = orjson.dumps(
+            {
+                "jsonrpc": "2.0",
+                "method": self.method,
+                "params": {"subscription": self.id, "result": result},
+            }
+        )
+        if self._held is None:
+            self.conn.queue(msg)
+        else:
+            self._held.append(msg)
+
+    def open(self) -> None:
+        held, self._held = self._held or [], None
+        for msg in held:
+            self.conn.queue(msg)
 
 
 Handler = Callable[[list[Any], Connection], Any]
@@ -148,7 +215,13 @@ class RpcServer:
         # idling between calls would be dropped by a pong timeout.
         ws = web.WebSocketResponse(max_msg_size=4 * self.max_request)
         await ws.prepare(request)
-        conn = Connection(lambda b: ws.send_str(b.decode()))
+        conn = Connection(
+            lambda b: ws.send_str(b.decode()),
+            lambda: ws.close(
+                code=WSCloseCode.POLICY_VIOLATION, message=b"too many unread messages"
+            ),
+        )
+        pump = asyncio.create_task(conn.pump())
         self.connections.add(conn)
         self.sockets.add(ws)
         try:
@@ -159,12 +232,12 @@ class RpcServer:
                         reply: Any = _error(None, RpcError(-32007, "Request is too big"))
                     else:
                         reply = await self.process(data, conn)
-                    if reply is not None:
-                        await ws.send_str(orjson.dumps(reply).decode())
+                    await conn.reply(orjson.dumps(reply) if reply is not None else None)
                 elif msg.type == WSMsgType.ERROR:
                     break
         finally:
             conn.close()
+            pump.cancel()
             self.connections.discard(conn)
             self.sockets.discard(ws)
         return ws
