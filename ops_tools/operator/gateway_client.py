@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -12,6 +13,10 @@ from substrateinterface import Keypair
 
 from ops_tools.chain.wire.worker_view_request import sign_view_request
 from ops_tools.errors import OpsError
+
+# The longest a burst of test requests that no worker took waits on the gateway's Retry-After:
+# 20 rounds stay within minutes.
+MAX_PAUSE_S = 5.0
 
 
 def worker_view(gateway_url: str, keypair: Keypair, genesis_hash: str,
@@ -46,6 +51,7 @@ class Answer:
     status: int
     request_id: str | None
     text: str
+    retry_after_s: float = 0.0
 
 
 def _chat(client: httpx.Client, url: str, key: str, model: str) -> Answer:
@@ -59,7 +65,19 @@ def _chat(client: httpx.Client, url: str, key: str, model: str) -> Answer:
     if response.status_code == 200:
         text = response.json()["choices"][0]["message"]["content"]
     return Answer(response.headers.get("x-net-operator"), response.status_code,
-                  response.headers.get("x-request-id"), text or response.text[:200])
+                  response.headers.get("x-request-id"), text or response.text[:200],
+                  _retry_after(response.headers.get("retry-after")))
+
+
+def _retry_after(value: str | None) -> float:
+    """The gateway's Retry-After in seconds, within [0, MAX_PAUSE_S]; 0 when absent or not a
+    number of seconds."""
+    try:
+        seconds = float(value or 0)
+    except ValueError:
+        return 0.0
+    return min(max(seconds, 0.0), MAX_PAUSE_S) if math.isfinite(seconds) else 0.0
+
 
 
 def request_served_by(gateway_url: str, key: str, model: str, operator: str, *,
@@ -69,7 +87,8 @@ def request_served_by(gateway_url: str, key: str, model: str, operator: str, *,
     The gateway picks the least busy live worker (ties to the one it knew first), so a single
     request may go to another operator's idle worker: requests are sent in small concurrent
     bursts, which spread over the live workers, until one is answered by ours. ``timeout_s``
-    bounds each request: a CPU engine answers a burst one request after the other.
+    bounds each request: a CPU engine answers a burst one request after the other. A burst
+    that no worker answered waits the gateway's ``Retry-After`` (at most ``MAX_PAUSE_S``).
     """
     seen: list[str] = []
     with httpx.Client(timeout=timeout_s) as client, \
@@ -81,6 +100,10 @@ def request_served_by(gateway_url: str, key: str, model: str, operator: str, *,
                 if answer.status == 200 and answer.operator == operator:
                     return answer
                 seen.append(f"{answer.status} from {answer.operator}")
+            if not any(answer.status == 200 for answer in answers):
+                # No worker took the burst (503 while ours cools down after failed requests):
+                # the next one right away would spend the rounds within the cool-down.
+                time.sleep(max(answer.retry_after_s for answer in answers) or 1.0)
     raise OpsError(f"daemon: {rounds * burst} test requests through the gateway {gateway_url}"
                    f" were none answered by {operator}'s worker (last: {seen[-1]}); check the"
                    " worker's log")

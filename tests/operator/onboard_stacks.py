@@ -138,7 +138,7 @@ def ports_stack(tmp: Path, passphrase: str,
         net.update(kind="ports", rpc_ws=chain.ws, rpc_http=chain.http, faucet=faucet,
                    attestation=attestation, gateway=gateway.url, indexer=None,
                    gateway_key=key, supervisor_conf=conf,
-                   worker_port=free_port())
+                   worker_port=free_port(), chain_pid=chain.proc.pid)
         net["onboard_extra"] = [
             "--rpc-url", chain.ws, "--faucet-url", faucet, "--attestation-url", attestation,
             "--gateway-url", gateway.url,

@@ -212,6 +212,34 @@ def test_daemon_redone_when_the_gateway_does_not_list_it_live(stack, worker):
              "the restarted worker to be live and its check to hold")
 
 
+def test_daemon_waits_until_the_restarted_worker_holds_the_gateways_token(stack, worker):
+    """A restarted worker answers ``/health`` at once, while the gateway may still list the
+    process before it as live; until the gateway accepts its first announcement it refuses the
+    gateway's requests (it holds no token), and the gateway cools it down after three. Here the
+    announcement is held back 10 s (the development node frozen under the worker's first chain
+    read): the step waits for the worker's ``/ready``, then a test request through the gateway
+    is answered by it. (CI once saw all 80 test requests spent within the cool-down.)"""
+    supervisorctl(stack, "stop", worker.program)
+    ctx = context(worker)
+    why = daemon.check(ctx)
+    assert why is not None and "is not running" in why
+    answered = ctx.facts["test_request_id"]
+    chain = stack["chain_pid"]
+    os.kill(chain, signal.SIGSTOP)
+    thaw = threading.Timer(10.0, os.kill, (chain, signal.SIGCONT))
+    thaw.start()
+    try:
+        result = settle(ctx, daemon)
+    finally:
+        thaw.cancel()
+        os.kill(chain, signal.SIGCONT)
+    assert result.ran == ["daemon"] and "is not running" in result.redone["daemon"]
+    # A test request through the gateway was answered by this worker, again.
+    assert ctx.facts["test_request_id"] not in (None, answered)
+    wait_for(lambda: live(ctx) and daemon.check(ctx) is None, 30,
+             "the restarted worker to be live and its check to hold")
+
+
 # --- attestation -----------------------------------------------------------------------------
 
 def test_attestation_redone_when_the_service_does_not_know_the_report(stack, worker):

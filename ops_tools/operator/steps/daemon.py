@@ -121,11 +121,22 @@ def _wait(what: str, check, opts: Options) -> object:  # noqa: ANN001 - a small 
                    f" see the worker's log: {log_hint(opts)}")
 
 
-def _health(url: str) -> bool | str:
+def _ready(url: str) -> bool | str:
+    """True once the worker says it is ready, else why not: its ``/ready`` answers 200 only
+    after the gateway accepted its announcement (the token the gateway's requests carry) and
+    its heartbeats went through. ``/health`` answers as soon as the process serves, while the
+    gateway may still list the process before it as live: requests sent then are refused."""
     try:
-        return httpx.get(f"{url}/health", timeout=5).status_code == 200
+        response = httpx.get(f"{url}/ready", timeout=5)
     except httpx.HTTPError as exc:
         return type(exc).__name__
+    if response.status_code == 200:
+        return True
+    try:
+        message = response.json()["error"]["message"]
+    except (ValueError, KeyError, TypeError):
+        message = response.text[:200]
+    return f"{response.status_code}: {message}"
 
 
 def _files(ctx: Context) -> dict[Path, bytes]:
@@ -269,8 +280,8 @@ def _live(ctx: Context, program: str, manager: str, more: dict,
     request through the gateway is answered by it."""
     opts = ctx.options
     url, account = opts.worker_url(), ctx.facts["account"]
-    ctx.emit(f"{program} runs ({shown or manager}); waiting for {url}/health")
-    _wait(f"the worker did not answer {url}/health", lambda: _health(url), opts)
+    ctx.emit(f"{program} runs ({shown or manager}); waiting for {url}/ready")
+    _wait(f"the worker was not ready at {url}/ready", lambda: _ready(url), opts)
     ctx.emit("waiting until the gateway lists the worker as live")
 
     def live() -> dict | str | None:
