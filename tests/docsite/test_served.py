@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from selenium.webdriver.common.by import By
 
 from tests.docsite.conftest import Nginx, Site, fetch
+from tests.support.browser import chrome, follow
 
 
 @pytest.fixture
@@ -47,32 +48,12 @@ def test_release_files_are_served_as_listed(renders: dict[str, Path],
     assert missing.value.code == 404
 
 
-def _chrome():  # selenium is imported lazily: the browser tests skip without it
-    webdriver = pytest.importorskip("selenium.webdriver")
-    from selenium.webdriver.chrome.service import Service
-
-    driver_bin = shutil.which("chromedriver")
-    browser = shutil.which("chromium")
-    if driver_bin is None or browser is None:
-        pytest.skip("chromium and chromium-driver are not installed (scripts/bootstrap)")
-    options = webdriver.ChromeOptions()
-    options.binary_location = browser
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                "--window-size=1280,1000"):
-        options.add_argument(arg)
-    return webdriver.Chrome(service=Service(driver_bin), options=options)
-
-
 def test_chromium_loads_the_home_and_release_pages(served: tuple[Site, Nginx],
                                                    tmp_path: Path) -> None:
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions as ec
-    from selenium.webdriver.support.ui import WebDriverWait
-
     site, nginx = served
     index = json.loads((site.store / "index.json").read_text())
     current, old = index["releases"]
-    browser = _chrome()
+    browser = chrome("1280,1000")
     try:
         browser.get(nginx.url + "/")
         assert "NET" in browser.title
@@ -81,10 +62,7 @@ def test_chromium_loads_the_home_and_release_pages(served: tuple[Site, Nginx],
         browser.save_screenshot(str(tmp_path / "home.png"))
 
         # Follow the home page's link, as a reader would.
-        home = browser.find_element(By.TAG_NAME, "html")
-        browser.find_element(By.CSS_SELECTOR, "article a[href$='releases/']").click()
-        # The click returns before the navigation has replaced the page.
-        WebDriverWait(browser, 60).until(ec.staleness_of(home))
+        follow(browser, browser.find_element(By.CSS_SELECTOR, "article a[href$='releases/']"))
         assert browser.current_url == nginx.url + "/releases/"
         page = browser.find_element(By.TAG_NAME, "article").text
         assert current["genesis_hash"] in page

@@ -4,37 +4,20 @@ screenshot is written under the test's temporary directory for a person to look 
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from selenium import webdriver
-from selenium.webdriver.chrome.service import Service as DriverService
 from selenium.webdriver.common.by import By
-from selenium.webdriver.remote.webelement import WebElement
-from selenium.webdriver.support import expected_conditions as ec
-from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.services.explorer.conftest import Stack
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+from tests.support.browser import chrome, follow
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[webdriver.Chrome]:
-    if not (Path(CHROMIUM).exists() and Path(DRIVER).exists()):
-        pytest.fail("chromium and chromium-driver are not installed; run scripts/bootstrap")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1400,2400", "--disable-extensions", "--no-first-run"):
-        options.add_argument(arg)
-    options.add_experimental_option(
-        "prefs", {"profile.managed_default_content_settings.javascript": 2})
-    driver = webdriver.Chrome(service=DriverService(executable_path=DRIVER), options=options)
-    driver.set_page_load_timeout(60)
+    driver = chrome("1400,2400", javascript=False)
     try:
         yield driver
     finally:
@@ -48,15 +31,6 @@ def shot(driver: webdriver.Chrome, tmp_path: Path, name: str) -> Path:
     assert path.stat().st_size > 1000
     print(f"screenshot: {path}")
     return path
-
-
-def follow(driver: webdriver.Chrome, element: WebElement, expect_id: str) -> None:
-    """Click and wait for the next page: a click returns before the navigation it starts
-    has replaced the page, and elements found meanwhile belong to the old one."""
-    page = driver.find_element(By.TAG_NAME, "html")
-    element.click()
-    WebDriverWait(driver, 60).until(ec.staleness_of(page))
-    WebDriverWait(driver, 60).until(ec.presence_of_element_located((By.ID, expect_id)))
 
 
 def test_list_search_report_checks_anchor_in_a_browser(stack: Stack, browser, tmp_path):
