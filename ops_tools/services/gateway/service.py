@@ -343,6 +343,12 @@ class GatewayState:
             return
         self.chain_error = None
         self._chain_read_at = self.clock()
+        # A read answers for the operators it asked about, and for no other: one whose worker an
+        # admission's read let in while this read waited for the lock keeps what that read said
+        # (the next poll asks about it again), instead of reading as unregistered meanwhile.
+        asked = set(operators)
+        kept = {op: stake for op, stake in self.router.chain.stakes.items() if op not in asked}
+        view.stakes = {**kept, **view.stakes}
         self.router.chain = view
 
     async def _check(self, worker: Worker) -> None:
