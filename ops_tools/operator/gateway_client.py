@@ -79,7 +79,6 @@ def _retry_after(value: str | None) -> float:
     return min(max(seconds, 0.0), MAX_PAUSE_S) if math.isfinite(seconds) else 0.0
 
 
-
 def request_served_by(gateway_url: str, key: str, model: str, operator: str, *,
                       rounds: int = 20, burst: int = 4, timeout_s: float = 60) -> Answer:
     """A chat completion through the gateway that ``operator``'s worker answered.
