@@ -307,14 +307,6 @@ GENESIS_ON_LOOPBACK = (
 )
 
 
-def _unpack_venv(fleet: Fleet, tarball: Path, machine: str) -> None:
-    """The suite's virtualenv at /opt/net/venv on a machine: unpacked from this machine
-    straight into the host's root file system (its overlay), which takes a few seconds where
-    streaming it over SSH took ten more."""
-    root = Path(fleet.by_name(machine).root) / "merged"
-    subprocess.run(["tar", "-xzf", str(tarball), "-C", str(root)], check=True, timeout=300)
-
-
 def _as_an_operator_host(fleet: Fleet, ca: Path, names: dict[str, list[str]]) -> None:
     """The full-node machine as an operator's server sees the network: the public names
     resolve (its /etc/hosts) and the test CA is trusted (the system store, and certifi's
@@ -364,7 +356,7 @@ def world(tmp_path_factory: pytest.TempPathFactory):
         bundle = json.loads(bundled.stdout)
         started = time.monotonic()
         with ThreadPoolExecutor(max_workers=2) as pool:
-            unpacking = [pool.submit(_unpack_venv, fleet, venv, m)
+            unpacking = [pool.submit(fleet.by_name(m).unpack, venv)
                          for m in (SERVICES_MACHINE, FULL_NODE)]
             network = base / "testnet-dev.yml"
             network.write_text(yaml.safe_dump(network_definition(fleet), sort_keys=False))
