@@ -3,6 +3,9 @@
 python benchmarks/run.py [NAME ...]     (names: genesis_hash devnode_rpc devnode_sync
                                          converge reset_cycle faucet faucet_shared indexer
                                          hung_node)
+
+Two more run only by name, as they take minutes of both cores or a container: fresh_up (make up
+on a fresh machine) and llama_wheel (the llama-cpp-python build of scripts/bootstrap).
 """
 
 from __future__ import annotations
