@@ -34,7 +34,7 @@ ROLES = sorted(p.parents[2].name for p in ROOT.glob("roles/*/molecule/systemd/mo
 STEPS = ("create", "prepare", "converge", "idempotence", "check", "verify", "destroy")
 PARALLEL = max(1, int(os.environ.get("NET_MOLECULE_SYSTEMD_PARALLEL", "2")))
 # The longest scenarios start first, so that the slots end together (the rest by name).
-LONGEST_FIRST = ("service", "edge", "authority", "rpc")
+LONGEST_FIRST = ("service", "rpc")
 
 
 @dataclass
