@@ -3,9 +3,9 @@
 scenario's cleanup shuts its own supervisord down; this wrapper makes sure of it.
 
 The scenarios run NET_MOLECULE_PARALLEL (default 2) at a time: each has its own state directory,
-supervisord and ports. The node, rpc and authority scenarios are the exception: their nodes take
-the throwaway chain spec's boot-node address (127.0.0.1:40333) and authority-0's node key, so
-they run one after another, in one slot."""
+supervisord and ports. The node and rpc scenarios are the exception: their nodes take the
+throwaway chain spec's boot-node address (127.0.0.1:40333) and authority-0's node key (the rpc
+scenario's authority does), so they run one after another, in one slot."""
 
 from __future__ import annotations
 
@@ -35,10 +35,10 @@ pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
 OWN_SUITES = {"genesis_preflight", "reset_scheduler"}
 ROLES = sorted(p.parents[2].name for p in ROOT.glob("roles/*/molecule/default/molecule.yml")
                if p.parents[2].name not in OWN_SUITES)
-ONE_AFTER_ANOTHER = ("node", "rpc", "authority")
+ONE_AFTER_ANOTHER = ("node", "rpc")
 PARALLEL = max(1, int(os.environ.get("NET_MOLECULE_PARALLEL", "2")))
 # After that chain, the longest scenarios start first, so that the slots end together.
-LONGEST_FIRST = ("worker", "supervisor", "indexer", "service", "docs")
+LONGEST_FIRST = ("service",)
 
 
 @dataclass
