@@ -43,6 +43,10 @@ STRATEGIES = ("mitogen", "ansible")
 OTHER_LINES = 20  # lines of standard output that are not events, kept for a failure's message
 ERROR_LINES = 15
 DEFAULT_STRATEGY = "mitogen"
+# ansible-core 2.19 imports DSA (its SSH agent client) as it starts, and cryptography 51
+# deprecates DSA on standard error: a line before every run's own words that is neither the
+# playbook's error nor anything an operator can change.
+QUIET_WARNINGS = "ignore:DSA is deprecated"
 
 
 def strategy_env(strategy: str | None) -> dict[str, str]:
@@ -130,7 +134,10 @@ def run_playbook(
            "ANSIBLE_STDOUT_CALLBACK": "net.ops.events",
            "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_NOCOLOR": "1",
            # ansible-playbook beside this interpreter, and the interpreter it names.
-           "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
+           "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+           # The last filter wins: the caller's own filters stay, this one above them.
+           "PYTHONWARNINGS": ",".join(filter(None, [os.environ.get("PYTHONWARNINGS"),
+                                                    QUIET_WARNINGS]))}
     if ANSIBLE_CFG.exists():
         env["ANSIBLE_CONFIG"] = str(ANSIBLE_CFG)
     result = PlaybookResult(ok=False, rc=-1)

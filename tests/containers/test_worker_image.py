@@ -100,7 +100,11 @@ def test_chat_completion_through_the_gateway(onboarded, gateway):
         max_tokens=16, temperature=0)
     answer = raw.parse()
     assert raw.headers["x-net-operator"] == onboarded["report"]["account"]
-    assert answer.choices[0].message.content.strip()
+    # Which words is the model's business, and the CPU's: at temperature 0 this 270M model's
+    # chat answer is a phrase on one machine and a lone newline on another (an AVX2 EPYC's
+    # kernels round differently). That the worker's engine answered, and counted, is the path's.
+    choice = answer.choices[0]
+    assert choice.finish_reason in ("stop", "length") and choice.message.content
     assert answer.usage.completion_tokens > 0
 
 
