@@ -100,9 +100,10 @@ def test_chat_completion_through_the_gateway(onboarded, gateway):
         max_tokens=16, temperature=0)
     answer = raw.parse()
     assert raw.headers["x-net-operator"] == onboarded["report"]["account"]
-    # Which words is the model's business, and the CPU's: at temperature 0 this 270M model's
-    # chat answer is a phrase on one machine and a lone newline on another (an AVX2 EPYC's
-    # kernels round differently). That the worker's engine answered, and counted, is the path's.
+    # Which words is the model's business, and the CPU's: the GGUF is the base model with no
+    # chat template (llama-cpp-python's fallback format), and at temperature 0 its answer is a
+    # phrase on one machine and a lone newline on another (an AVX2 EPYC). That the worker's
+    # engine answered, and counted, is the path's.
     choice = answer.choices[0]
     assert choice.finish_reason in ("stop", "length") and choice.message.content
     assert answer.usage.completion_tokens > 0
