@@ -106,6 +106,19 @@ def test_a_playbook_that_does_not_parse_fails_with_ansibles_own_words(tmp_path: 
         run_playbook(playbook, inventory, strategy="ansible")
 
 
+def test_ansibles_dsa_deprecation_is_quieted_and_the_callers_warning_filters_kept(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The filter that keeps cryptography's DSA deprecation (ansible-core imports DSA as it
+    starts) out of every run's standard error comes after the caller's own, which stay."""
+    monkeypatch.setenv("PYTHONWARNINGS", "error::ResourceWarning")
+    playbook, inventory = _files(tmp_path, [
+        {"name": "Show", "ansible.builtin.fail": {
+            "msg": "filters={{ lookup('ansible.builtin.env', 'PYTHONWARNINGS') }}"}}])
+    with pytest.raises(PlaybookFailed, match=r"filters=error::ResourceWarning,ignore:DSA is"
+                                             r" deprecated$"):
+        run_playbook(playbook, inventory, strategy="ansible")
+
+
 def test_a_cancel_stops_the_run(tmp_path: Path) -> None:
     playbook, inventory = _files(tmp_path, [
         {"name": "Wait", "ansible.builtin.command": "sleep 300"}])
