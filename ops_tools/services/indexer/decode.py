@@ -3,7 +3,7 @@
 One ``Runtime`` per spec version: scalecodec's type registry is filled from that version's
 portable registry (metadata V14+), so a runtime upgrade never decodes old blocks with new types.
 Its configuration is a ``ScaleConfig``: decoded objects keep it, whichever version's decoders were
-built or used last, on whichever thread.
+built or used last, on whichever thread, and it builds each composite decoder class once.
 """
 
 from __future__ import annotations
@@ -27,38 +27,13 @@ class DecodeError(Exception):
     """A block or its events do not decode with the metadata of their spec version."""
 
 
-class _CachingConfig(ScaleConfig):
-    """scalecodec builds a new decoder class on every lookup of a composite type string
-    (``Vec<...>``, tuples, arrays), which dominates decoding time; once the registry of a spec
-    version is complete the answer for a type string never changes, so it is kept."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._classes: dict[str, Any] = {}
-        self.frozen = False
-
-    def get_decoder_class(self, type_string: str | dict[str, Any]) -> Any:
-        if not self.frozen:
-            return super().get_decoder_class(type_string)
-        # Inline structs arrive as the registry's own dicts, which live as long as it does:
-        # their identity is a key (the dict is kept with the class so the id is never reused).
-        key: Any = type_string if isinstance(type_string, str) else id(type_string)
-        found = self._classes.get(key)
-        if found is None:
-            cls = super().get_decoder_class(type_string)
-            if cls is not None:
-                self._classes[key] = (type_string, cls)
-            return cls
-        return found[1]
-
-
 class Runtime:
     """The decoders of one spec version."""
 
     def __init__(self, spec_version: int, metadata_hex: str, ss58_format: int = 42) -> None:
         self.spec_version = spec_version
         self.ss58_format = ss58_format
-        self.config = _CachingConfig(ss58_format=ss58_format)
+        self.config = ScaleConfig(ss58_format=ss58_format)
         self.config.update_type_registry(load_type_registry_preset("core"))
         self.metadata = self.config.create_scale_object(
             "MetadataVersioned", data=ScaleBytes(metadata_hex)
@@ -66,7 +41,6 @@ class Runtime:
         self.metadata.decode()
         self.config.add_portable_registry(self.metadata)
         self.config.set_active_spec_version_id(spec_version)
-        self.config.frozen = True
         self.events_type = (
             self.metadata.get_metadata_pallet("System")
             .get_storage_function("Events")
