@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ops_tools.deploy.paths import supervisor_conf
+from ops_tools.deploy.supervisor_rpc import Supervisor, SupervisorError
 from tests import localnet_lock as lock_module
 from tests.localnet_lock import localnet_lock
 
@@ -52,16 +54,20 @@ def supervisorctl(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
     # The virtualenv's when it has one, else Debian's (scripts/bootstrap installs supervisor).
     beside = Path(sys.executable).with_name("supervisorctl")
     ctl = beside if beside.exists() else shutil.which("supervisorctl") or "supervisorctl"
-    return subprocess.run([str(ctl), "-c", str(state / "supervisor" / "supervisord.conf"), *args],
+    return subprocess.run([str(ctl), "-c", str(supervisor_conf(state)), *args],
                           capture_output=True, text=True, timeout=60, check=False)
 
 
 def program_states(state: Path) -> dict[str, str]:
-    """Each program supervisord knows, with its state (RUNNING, STOPPED, FATAL, BACKOFF...)."""
-    if not (state / "supervisor" / "supervisord.conf").exists():
+    """Each program supervisord knows, with its state (RUNNING, STOPPED, FATAL, BACKOFF...);
+    none when no supervisord answers."""
+    conf = supervisor_conf(state)
+    if not conf.exists():
         return {}
-    fields = (line.split() for line in supervisorctl(state, "status").stdout.splitlines())
-    return {f[0]: f[1] for f in fields if len(f) >= 2}
+    try:
+        return {p.namespec: p.statename for p in Supervisor(conf).processes()}
+    except SupervisorError:
+        return {}
 
 
 def _tail(path: Path) -> str:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -31,6 +31,7 @@ from ops_tools.deploy.paths import (
     supervisor_conf,
 )
 from ops_tools.deploy.runner import PlaybookResult, run_playbook
+from ops_tools.deploy.supervisor_rpc import Supervisor, SupervisorError, SupervisorUnreachable
 from ops_tools.errors import InputError, OpsError
 from ops_tools.sources import devnode_source_digest
 
@@ -227,28 +228,29 @@ def _refuse_taken_ports(state: Path) -> None:
         raise InputError(port_check.conflict_message(busy, str(state), str(LOCAL_INVENTORY)))
 
 
-def _supervisorctl(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    ctl = Path(sys.executable).with_name("supervisorctl")
-    binary = str(ctl) if ctl.exists() else (shutil.which("supervisorctl") or "supervisorctl")
-    return subprocess.run(
-        [binary, "-c", str(supervisor_conf(state)), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+def _supervisord_pid(state: Path) -> int | None:
+    """The pid of the local network's supervisord, None when none answers."""
+    if not supervisor_conf(state).exists():
+        return None
+    try:
+        return Supervisor(supervisor_conf(state)).pid()
+    except SupervisorError:
+        return None
 
 
 def _all_programs_running(state: Path) -> bool:
     """supervisord runs, knows programs, and every one of them is RUNNING."""
     if not supervisor_conf(state).exists():
         return False
-    fields = [line.split() for line in _supervisorctl(state, "status").stdout.splitlines()]
-    return bool(fields) and all(len(f) > 1 and f[1] == "RUNNING" for f in fields)
+    try:
+        programs = Supervisor(supervisor_conf(state)).processes()
+    except SupervisorError:
+        return False
+    return bool(programs) and all(p.statename == "RUNNING" for p in programs)
 
 
 def _supervisor_running(state: Path) -> bool:
-    return supervisor_conf(state).exists() and _supervisorctl(state, "pid").stdout.strip().isdigit()
+    return _supervisord_pid(state) is not None
 
 
 def down() -> str:
@@ -256,11 +258,10 @@ def down() -> str:
     state = localnet_dir()
     if not _supervisor_running(state):
         return f"the local network is not running (no supervisord for {state})"
-    proc = _supervisorctl(state, "stop", "all")
-    if proc.returncode not in (0, 3):  # 3: some programs were already stopped
-        raise OpsError(
-            f"supervisorctl stop all failed: {proc.stdout.strip() or proc.stderr.strip()}"
-        )
+    failed = Supervisor(supervisor_conf(state)).stop_all()
+    if failed:
+        raise OpsError("stopping the local network failed: supervisord could not stop "
+                       + "; ".join(f"{f.namespec} ({f.description})" for f in failed))
     return f"stopped the local network; data kept in {state}"
 
 
@@ -302,9 +303,11 @@ def purge() -> str:
     check_purge_target(state)
     if not state.exists():
         return f"nothing to purge: {state} does not exist"
-    if _supervisor_running(state):
-        pid = int(_supervisorctl(state, "pid").stdout.strip())
-        _supervisorctl(state, "shutdown")
+    pid = _supervisord_pid(state)
+    if pid is not None:
+        # Gone meanwhile is as good: the wait says whether it is.
+        with contextlib.suppress(SupervisorUnreachable):
+            Supervisor(supervisor_conf(state)).shutdown()
         _wait_gone(pid, timeout_s=60)
     shutil.rmtree(state)
     return f"purged {state}"

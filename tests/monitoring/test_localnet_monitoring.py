@@ -7,7 +7,6 @@ The times to fire and to resolve are printed (``-s``), never asserted: docs/moni
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 import urllib.parse
 import urllib.request
@@ -15,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from ops_tools.deploy.paths import supervisor_conf
+from ops_tools.deploy.supervisor_rpc import Supervisor
 from ops_tools.monitoring.alerts import firing_alerts, wait_for_alert
 from ops_tools.monitoring.receiver import read_deliveries
 from tests.localnet import ops
@@ -35,9 +36,9 @@ def localnet(shared_localnet):
     return net.env, net.up, net.state
 
 
-def supervisorctl(state: Path, *args: str) -> None:
-    subprocess.run(["supervisorctl", "-c", str(state / "supervisor" / "supervisord.conf"), *args],
-                   check=True, capture_output=True, timeout=60)
+def supervisor(state: Path) -> Supervisor:
+    # Over its socket, in this process: a supervisorctl is a Python start-up.
+    return Supervisor(supervisor_conf(state))
 
 
 def test_up_names_prometheus_and_alertmanager(localnet):
@@ -112,7 +113,7 @@ def test_authority_down_fires_the_finality_alert_and_it_resolves(localnet):
     deliveries = state / "monitoring-0" / "receiver" / "deliveries.jsonl"
     earlier = len(read_deliveries(deliveries))
     stopped_at = time.time()
-    supervisorctl(state, "stop", "net-node-authority-1")
+    supervisor(state).stop("net-node-authority-1")
     stopped = time.monotonic()
     try:
         fired = wait_for_alert(am, "FinalityStalled", timeout_s=300)
@@ -132,7 +133,7 @@ def test_authority_down_fires_the_finality_alert_and_it_resolves(localnet):
             time.sleep(2)
         assert ("FinalityStalled", "firing") in names
     finally:
-        supervisorctl(state, "start", "net-node-authority-1")
+        supervisor(state).start("net-node-authority-1")
     started = time.monotonic()
     resolved = wait_for_alert(am, "FinalityStalled", timeout_s=300, resolved=True)
     print(f"\nFinalityStalled fired {fired:.1f} s after authority-1 stopped; resolved"
