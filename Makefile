@@ -29,10 +29,12 @@ down: bootstrap
 # worker collects every test module (docs/benchmarks.md).
 KEEP_BYTECODE = PYTHONDONTWRITEBYTECODE=
 
+# scripts/test-lanes runs the tests marked idle (no clock can fail them) beside the workers, at
+# the lowest processor priority.
 test: bootstrap-test
 	.venv/bin/ruff check .
 	.venv/bin/lint-imports
-	$(KEEP_BYTECODE) PATH="$(CURDIR)/.venv/bin:$$PATH" .venv/bin/pytest $(XDIST)
+	$(KEEP_BYTECODE) PATH="$(CURDIR)/.venv/bin:$$PATH" scripts/test-lanes $(XDIST)
 
 # The loop of every edit: lint, import contracts, and every test that starts no process (unit,
 # static, golden vectors); a test that starts one anyway fails (tests/process_lane.py).

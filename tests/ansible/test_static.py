@@ -13,12 +13,16 @@ import yaml
 
 from tests.ansible.conftest import ROOT, VENV_BIN, run, tail
 
-pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
+# Starts processes (tests/process_lane.py), none of them racing a clock: make test runs these
+# beside the workers at the lowest priority (scripts/test-lanes).
+pytestmark = [pytest.mark.process, pytest.mark.idle]
 
 PLAYBOOKS = ["site.yml", "status.yml", "docs.yml"]
 INVENTORIES = ["local", "testnet"]
 
 
+# About 80 CPU-s, taken from the moments the other tests leave the processors idle.
+@pytest.mark.timeout(1500)
 def test_ansible_lint_is_clean() -> None:
     """Every role, playbook and inventory, and the molecule playbooks shared by the scenarios."""
     targets = sorted(f"roles/{p.name}" for p in (ROOT / "roles").iterdir() if p.is_dir())

@@ -78,7 +78,8 @@ def running_postgres(base: Path, port: int) -> Iterator[PostgresServer]:
         stdout=log, stderr=subprocess.STDOUT, env=env, **_as_owner(owner),
     )
     try:
-        deadline = time.monotonic() + 60
+        # A hang guard: the idle lane (scripts/test-lanes) may wait long for a processor.
+        deadline = time.monotonic() + 300
         while True:
             ready = subprocess.run([str(bindir / "pg_isready"), "-h", "127.0.0.1", "-p",
                                     str(port)], capture_output=True, check=False)

@@ -46,7 +46,8 @@ class Wallet:
         *args: str,
         env: Mapping[str, str] | None = None,
         stdin: str | None = None,
-        timeout: float = 120,
+        # A hang guard, not a speed limit: the idle lane may wait long for a processor.
+        timeout: float = 600,
     ) -> Result:
         proc = subprocess.run(
             [str(WALLET_CLI), *args],

@@ -14,7 +14,9 @@ from tests.conftest import free_port
 from .conftest import PASSPHRASE, Wallet, assert_clean_failure
 from .test_mnemonic_keys import HARDHAT_ADDRESS, HARDHAT_PHRASE
 
-pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
+# Starts processes (tests/process_lane.py); no chain and no clock: make test runs these beside
+# the workers at the lowest priority (scripts/test-lanes).
+pytestmark = [pytest.mark.process, pytest.mark.idle]
 
 ZERO = "0x" + "00" * 32
 

@@ -46,6 +46,10 @@ from tests.conftest import free_port
 from tests.services.indexer.harness import Api
 from tests.services.postgres import PostgresServer
 
+# Plans, not times (the query timeout's test only needs a walk longer than 0.1 ms): make test
+# runs these beside the workers at the lowest priority (scripts/test-lanes).
+pytestmark = pytest.mark.idle
+
 ROWS = 20_000
 PER_BLOCK = 10
 RARE = "rare-account"
