@@ -1,8 +1,8 @@
 """Run every benchmark of the suite, one after the other, and print their figures.
 
-python benchmarks/run.py [NAME ...]     (names: genesis_hash devnode_rpc devnode_sync
-                                         converge reset_cycle faucet faucet_shared indexer
-                                         hung_node)
+python benchmarks/run.py [NAME ...]     (names: genesis_hash metadata_decode devnode_rpc
+                                         devnode_sync converge reset_cycle faucet faucet_shared
+                                         indexer hung_node)
 
 Two more run only by name, as they take minutes of both cores or a container: fresh_up (make up
 on a fresh machine) and llama_wheel (the llama-cpp-python build of scripts/bootstrap).
@@ -17,8 +17,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ORDER = [
-    "genesis_hash", "devnode_rpc", "devnode_sync", "converge", "reset_cycle", "faucet",
-    "faucet_shared", "indexer", "hung_node",
+    "genesis_hash", "metadata_decode", "devnode_rpc", "devnode_sync", "converge", "reset_cycle",
+    "faucet", "faucet_shared", "indexer", "hung_node",
 ]
 
 
