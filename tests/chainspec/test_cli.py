@@ -13,7 +13,9 @@ import zstandard
 from ops_tools.chainspec import compute_genesis, load_spec
 from ops_tools.chainspec.runtime import ZSTD_PREFIX, RuntimeVersion, api, build_runtime_blob
 
-pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
+# Start processes (tests/process_lane.py) that no clock can fail: make test runs these beside the
+# workers at the lowest priority (scripts/test-lanes); their timeouts are hang guards.
+pytestmark = [pytest.mark.process, pytest.mark.idle]
 
 RUNTIME = RuntimeVersion(
     "net-dev", "net-dev-node", 1, 6, 1, 1, 1, [api("Core", 5), api("AuraApi", 1)]
@@ -25,7 +27,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
         [sys.executable, "-m", "ops_tools.cli.main", "chainspec", *args],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,
     )
 
 
