@@ -33,10 +33,6 @@ from ops_tools.chainspec.trie_bulk import adjacent_lcp
 from tests.chainspec.reference_trie import reference_root
 from tests.chainspec.test_vectors import PUBLISHED
 
-# No clock can fail these: make test runs them beside the workers at the lowest priority
-# (scripts/test-lanes); their subprocesses' timeouts are hang guards.
-pytestmark = pytest.mark.idle
-
 BOTH = pytest.mark.parametrize("version", [0, 1])
 RUNTIME = RuntimeVersion("net-dev", "net-dev-node", 1, 6, 1, 1, 1, [api("Core", 5)])
 
@@ -206,7 +202,7 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
         [sys.executable, "-m", "ops_tools.cli.main", "chainspec", *args],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=120,
     )
 
 

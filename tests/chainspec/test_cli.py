@@ -13,9 +13,7 @@ import zstandard
 from ops_tools.chainspec import compute_genesis, load_spec
 from ops_tools.chainspec.runtime import ZSTD_PREFIX, RuntimeVersion, api, build_runtime_blob
 
-# Start processes (tests/process_lane.py) that no clock can fail: make test runs these beside the
-# workers at the lowest priority (scripts/test-lanes); their timeouts are hang guards.
-pytestmark = [pytest.mark.process, pytest.mark.idle]
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
 
 RUNTIME = RuntimeVersion(
     "net-dev", "net-dev-node", 1, 6, 1, 1, 1, [api("Core", 5), api("AuraApi", 1)]
@@ -27,7 +25,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
         [sys.executable, "-m", "ops_tools.cli.main", "chainspec", *args],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=120,
     )
 
 

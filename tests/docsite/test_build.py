@@ -16,10 +16,6 @@ from ops_tools.docsite.linkcheck import check_site
 from ops_tools.errors import InputError, OpsError
 from tests.docsite.conftest import ROOT, VENV_BIN, Site
 
-# No clock can fail these: make test runs them beside the workers at the lowest priority
-# (scripts/test-lanes); their timeouts are hang guards.
-pytestmark = pytest.mark.idle
-
 
 def text_of(html_file: Path) -> str:
     html = html_file.read_text()
@@ -107,7 +103,7 @@ def test_cli_publish_and_build(renders: dict[str, Path], tmp_path: Path) -> None
     pub = subprocess.run([ops, "docs", "publish", "--store", str(store), "--render-dir",
                           str(renders["first"]), "--node-binary", str(VENV_BIN / "devnode"),
                           "--node-kind", "devnode", "--json"],
-                         capture_output=True, text=True, timeout=600, check=False)
+                         capture_output=True, text=True, timeout=120, check=False)
     assert pub.returncode == 0, pub.stderr
     assert json.loads(pub.stdout)["current"] == manifest(renders["first"])["genesis_hash"]
     build = [ops, "docs", "build", "--store", str(store), "--site", str(out), "--json",
@@ -130,7 +126,7 @@ def test_cli_publish_and_build(renders: dict[str, Path], tmp_path: Path) -> None
     assert result["current_genesis"] == manifest(renders["second"])["genesis_hash"]
     assert result["replaced"] == manifest(renders["first"])["genesis_hash"]
     bad = subprocess.run([*build, "--endpoint", "no-equals-sign"], capture_output=True,
-                         text=True, timeout=600, check=False)
+                         text=True, timeout=120, check=False)
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines() == [
         "error: --endpoint 'no-equals-sign': expected NAME=URL, e.g. rpc_url=wss://rpc.example"]

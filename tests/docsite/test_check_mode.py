@@ -7,13 +7,7 @@ import os
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from tests.docsite.conftest import DEVNODE, ROOT, VENV_BIN
-
-# No clock can fail these: make test runs them beside the workers at the lowest priority
-# (scripts/test-lanes); their timeouts are hang guards.
-pytestmark = pytest.mark.idle
 
 
 def test_check_mode_changes_nothing(renders: dict[str, Path], tmp_path: Path) -> None:

@@ -7,10 +7,6 @@ import pytest
 from ops_tools.docsite.releases import current_release, empty_index, publish
 from ops_tools.errors import InputError
 
-# No clock can fail these: make test runs them beside the workers at the lowest priority
-# (scripts/test-lanes); their timeouts are hang guards.
-pytestmark = pytest.mark.idle
-
 A, B = "0x" + "aa" * 32, "0x" + "bb" * 32
 
 

@@ -13,9 +13,7 @@ import yaml
 
 from tests.docsite.conftest import ROLE_TEMPLATES
 
-# Start processes (tests/process_lane.py) that no clock can fail: make test runs these beside the
-# workers at the lowest priority (scripts/test-lanes); their timeouts are hang guards.
-pytestmark = [pytest.mark.process, pytest.mark.idle]
+pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
 
 
 def _render(out: Path, *, tls: bool, cert: Path, key: Path) -> Path:
@@ -48,7 +46,7 @@ def _nginx_t(site: Path, workdir: Path) -> subprocess.CompletedProcess[str]:
     )
     return subprocess.run(
         [nginx, "-t", "-p", str(workdir), "-e", str(workdir / "error.log"), "-c", str(conf)],
-        capture_output=True, text=True, timeout=600, check=False,
+        capture_output=True, text=True, timeout=60, check=False,
     )
 
 
@@ -62,7 +60,7 @@ def certificate(tmp_path: Path) -> tuple[Path, Path]:
         [openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
          "-nodes", "-days", "1", "-subj", "/CN=docs.testnet.invalid",
          "-keyout", str(key), "-out", str(cert)],
-        capture_output=True, check=True, timeout=600,
+        capture_output=True, check=True, timeout=60,
     )
     return cert, key
 

@@ -17,10 +17,6 @@ from ops_tools.docsite.store import publish_release, read_index
 from ops_tools.errors import InputError
 from tests.docsite.conftest import DEVNODE, LOCAL_NETWORK
 
-# No clock can fail these: make test runs them beside the workers at the lowest priority
-# (scripts/test-lanes); their timeouts are hang guards.
-pytestmark = pytest.mark.idle
-
 
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()

@@ -9,10 +9,6 @@ from ops_tools.wallet.faucet_client import DEFAULT_FAUCET_URL, resolve_faucet_ur
 from tests.conftest import free_port
 from tests.wallet.conftest import Wallet, assert_clean_failure
 
-# No clock can fail these: make test runs them beside the workers at the lowest priority
-# (scripts/test-lanes); their subprocesses' timeouts are hang guards.
-pytestmark = pytest.mark.idle
-
 
 def test_flag_beats_environment_beats_default() -> None:
     env = {"NET_FAUCET_URL": "http://127.0.0.1:9001/"}

@@ -16,10 +16,6 @@ from ops_tools.wallet.mnemonic_keys import keys_from_mnemonic
 
 from .test_mnemonic_keys import DEV_PHRASE, DEV_PHRASE_SS58, HARDHAT_PHRASE
 
-# In this process and with no clock to race: make test runs these beside the workers at the
-# lowest priority (scripts/test-lanes).
-pytestmark = pytest.mark.idle
-
 PW = "pass phrase"
 
 

@@ -13,10 +13,6 @@ from ops_tools.attestation.verify import Expected, Trust, verify_report
 from ops_tools.services.attestation.pki import MockPki
 from tests.services.attestation.helpers import GENESIS, NOW, TTL, make_report, trust
 
-# In this process and with no clock to race: make test runs these beside the workers at the
-# lowest priority (scripts/test-lanes).
-pytestmark = pytest.mark.idle
-
 ALICE = "5GrwvaEF5zXb26Fz9rcQpDWS57CtERHpNehXCPcNoHGKutQY"
 BOB = "5FHneW46xGXgs5mUiveU4sbTyGBzmstUspZC92UhjJM694ty"
 LATER = NOW + dt.timedelta(minutes=5)
