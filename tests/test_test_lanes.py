@@ -21,9 +21,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # Prints its argv, niceness, session and autogroup (None: the kernel has no autogroups; [] the
 # kernel's root group, where CI's runner is), then exits with the status the environment gives
 # for its lane (the idle lane is the one with -m idle; without -m it is the whole suite). With
-# FAKE_WAIT_DIR it says it started there and waits for SIGINT, which it notes there too.
+# FAKE_WAIT_DIR it says it started there and waits for a KeyboardInterrupt, which it notes there.
 FAKE_PYTEST = """#!{python}
-import json, os, signal, sys, time
+import json, os, sys, time
 marks = sys.argv[sys.argv.index("-m") + 1] if "-m" in sys.argv else None
 lane = {{"idle": "idle", "not idle": "workers", None: "all"}}[marks]
 try:
@@ -34,13 +34,13 @@ print(json.dumps({{"argv": sys.argv[1:], "nice": os.nice(0), "sid": os.getsid(0)
                   "lane": lane, "group": group}}), flush=True)
 if "FAKE_WAIT_DIR" in os.environ:
     where = os.environ["FAKE_WAIT_DIR"]
-    def interrupted(*_):
+    try:  # as pytest: Python's own SIGINT handling, which an inherited SIG_IGN switches off
+        with open(os.path.join(where, lane + ".started"), "w") as started:
+            started.write(str(os.getpid()))
+        time.sleep(60)
+    except KeyboardInterrupt:
         open(os.path.join(where, lane + ".interrupted"), "w").close()
         sys.exit(2)
-    signal.signal(signal.SIGINT, interrupted)
-    with open(os.path.join(where, lane + ".started"), "w") as started:
-        started.write(str(os.getpid()))
-    time.sleep(60)
 sys.exit(int(os.environ["FAKE_RC_IDLE" if lane == "idle" else "FAKE_RC_WORKERS"]))
 """
 
