@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ansible.conftest import VENV_BIN, run, tail
+from tests.ansible.conftest import VENV_BIN, deploy_env, run, tail
 from tests.hosts import tls
 
 pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
@@ -71,7 +71,7 @@ def sites(tmp_path_factory: pytest.TempPathFactory) -> Path:
     extra = {"render_out": str(tmp), "edge_sites": edge_sites,
              "edge_ocsp_resolver": ["127.0.0.1", "::1"]}
     proc = run([str(VENV_BIN / "ansible-playbook"), "-i", "localhost,", str(PLAYBOOK),
-                "-e", json.dumps(extra)])
+                "-e", json.dumps(extra)], env=deploy_env())
     assert proc.returncode == 0, tail(proc)
     return tmp / "candidate" / "sites.conf"
 

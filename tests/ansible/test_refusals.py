@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ansible.conftest import ROOT, VENV_BIN, ansible_env, run, tail
+from tests.ansible.conftest import ROOT, VENV_BIN, deploy_env, run, tail
 
 APPLY_NODE = Path(__file__).parent / "playbooks" / "apply_node.yml"
 
@@ -33,7 +33,7 @@ def _site(state: Path, spec_dir: Path, binary_sha: str) -> tuple[int, str]:
             "-e",
             f"node_binary_sha256={binary_sha}",
         ],
-        env=ansible_env(NET_LOCALNET_DIR=str(state)),
+        env=deploy_env(NET_LOCALNET_DIR=str(state)),
     )
     return proc.returncode, proc.stdout + proc.stderr
 

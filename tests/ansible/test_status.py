@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ansible.conftest import VENV_BIN, ansible_env, run, tail
+from tests.ansible.conftest import VENV_BIN, deploy_env, run, tail
 from tests.conftest import free_port
 from tests.localnet_lock import localnet_lock
 
@@ -31,7 +31,7 @@ def test_status_of_a_network_that_is_not_running(tmp_path: Path) -> None:
                 "-e",
                 f"node_rpc_port={port}",
             ],
-            env=ansible_env(NET_LOCALNET_DIR=str(tmp_path / "state")),
+            env=deploy_env(NET_LOCALNET_DIR=str(tmp_path / "state")),
         )
     assert proc.returncode == 0, tail(proc)
     statuses = {p.name: json.loads(p.read_text()) for p in out_dir.iterdir()}

@@ -7,12 +7,15 @@ import os
 import subprocess
 from pathlib import Path
 
+from ops_tools.deploy.runner import strategy_env
 from tests.docsite.conftest import DEVNODE, ROOT, VENV_BIN
 
 
 def test_check_mode_changes_nothing(renders: dict[str, Path], tmp_path: Path) -> None:
     state = tmp_path / "state"
-    env = {**os.environ, "NET_LOCALNET_DIR": str(state), "ANSIBLE_NOCOLOR": "1"}
+    # Check mode under the strategy ops-tools deploys with (mitogen), which must honour it too.
+    env = {**os.environ, "NET_LOCALNET_DIR": str(state), "ANSIBLE_NOCOLOR": "1",
+           **strategy_env(None)}
     proc = subprocess.run(
         [str(VENV_BIN / "ansible-playbook"), "-i", "inventories/local", "playbooks/docs.yml",
          "--check", "-e", f"net_chainspec_dir={renders['first']}",

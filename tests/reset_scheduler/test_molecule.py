@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from ops_tools.deploy.runner import strategy_env
 from tests.ansible.conftest import MOLECULE
 from tests.conftest import ROOT
 from tests.reset_scheduler.conftest import VENV_BIN
@@ -29,6 +30,7 @@ def test_molecule_scenario(tmp_path: Path) -> None:
         "MOLECULE_NO_COLOR": "1",
         "NO_COLOR": "1",
         "ANSIBLE_NOCOLOR": "1",
+        **strategy_env(None),  # as the other roles' scenarios (tests/ansible/conftest.py)
     }
     p = subprocess.run(
         [*MOLECULE, "test", "--scenario-name", "default"],
