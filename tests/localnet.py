@@ -13,9 +13,9 @@ shared one (the fixed ports), and the next module that asks for it starts it aga
 that use it (through the session fixture ``shared_localnet``) run one after the other
 (tests/process_lane.py).
 
-A failed ``localnet up`` says why in the assertion: ``supervisorctl status`` and the end of the
-log of every program that is not RUNNING or that the error names (by name or by a port of its
-configuration), read before the state is purged.
+A failed ``localnet up`` says why in the assertion: the status of supervisord's programs and the
+end of the log of every program that is not RUNNING or that the error names (by name or by a
+port of its configuration), read before the state is purged.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -34,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ops_tools.deploy.paths import supervisor_conf
-from ops_tools.deploy.supervisor_rpc import Supervisor, SupervisorError
+from ops_tools.deploy.supervisor_rpc import ProcessInfo, Supervisor, SupervisorError
 from tests import localnet_lock as lock_module
 from tests.localnet_lock import localnet_lock
 
@@ -50,12 +49,10 @@ def ops(*args: str, env: dict[str, str], timeout: float = 900) -> subprocess.Com
                           stdin=subprocess.DEVNULL, cwd=ROOT, timeout=timeout, check=False)
 
 
-def supervisorctl(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    # The virtualenv's when it has one, else Debian's (scripts/bootstrap installs supervisor).
-    beside = Path(sys.executable).with_name("supervisorctl")
-    ctl = beside if beside.exists() else shutil.which("supervisorctl") or "supervisorctl"
-    return subprocess.run([str(ctl), "-c", str(supervisor_conf(state)), *args],
-                          capture_output=True, text=True, timeout=60, check=False)
+def supervisor(state: Path) -> Supervisor:
+    """The network's supervisord, asked over its socket in this process (a ``supervisorctl`` is
+    a Python start-up)."""
+    return Supervisor(supervisor_conf(state))
 
 
 def program_states(state: Path) -> dict[str, str]:
@@ -68,6 +65,13 @@ def program_states(state: Path) -> dict[str, str]:
         return {p.namespec: p.statename for p in Supervisor(conf).processes()}
     except SupervisorError:
         return {}
+
+
+def _status_table(programs: list[ProcessInfo]) -> str:
+    """The programs as ``supervisorctl status`` lists them: name, state, description."""
+    width = max((len(p.namespec) for p in programs), default=0) + 3
+    return "\n".join(f"{p.namespec:<{width}}{p.statename:<10}{p.description}".rstrip()
+                     for p in programs)
 
 
 def _tail(path: Path) -> str:
@@ -121,10 +125,13 @@ def diagnose(state: Path, error: str = "") -> str:
     conf = state / "supervisor" / "supervisord.conf"
     if not conf.exists():
         return f"\n--- no {conf}: the network's supervisord was never configured"
-    status = supervisorctl(state, "status")
-    out = [f"\n--- supervisorctl status ({state}):\n"
-           + (status.stdout.strip() or status.stderr.strip() or f"(exit {status.returncode})")]
-    states = program_states(state)
+    try:
+        programs = Supervisor(conf).processes()
+        status = _status_table(programs) or "(no programs)"
+    except SupervisorError as exc:
+        programs, status = [], str(exc)
+    out = [f"\n--- supervisord status ({state}):\n{status}"]
+    states = {p.namespec: p.statename for p in programs}
     logs = state / "supervisor" / "logs"
     chosen = sorted({p for p, s in states.items() if s != "RUNNING"}
                     | named_in(error, list(states), state))

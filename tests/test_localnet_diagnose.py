@@ -5,6 +5,7 @@ lock going from the shared network to the next holder in the process without a g
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from ops_tools.deploy.supervisor_rpc import Supervisor, SupervisorError
 from tests.localnet import _tail, diagnose, named_in, program_states
 
 PROGRAMS = ["net-node-authority-0", "net-node-rpc-0", "net-gateway-0", "net-worker-0",
@@ -94,15 +96,15 @@ def test_a_failed_up_shows_the_state_and_log_of_the_program_the_error_points_at(
                                " ConnectError: Connection refused (127.0.0.1:8005)")
     finally:
         pid = int((sup / "s.pid").read_text())
-        subprocess.run(["supervisorctl", "-c", str(conf), "shutdown"], capture_output=True,
-                       timeout=60, check=False)
+        with contextlib.suppress(SupervisorError):
+            Supervisor(conf).shutdown()
         deadline = time.monotonic() + 30
         while (sup / "s.pid").exists() and time.monotonic() < deadline:
             time.sleep(0.2)
         if (sup / "s.pid").exists():
             os.kill(pid, signal.SIGKILL)
         shutil.rmtree(state, ignore_errors=True)
-    assert "supervisorctl status" in dump
+    assert f"supervisord status ({state}):" in dump
     assert re.search(r"net-gateway-0\s+FATAL", dump), dump
     assert "net-gateway-0.log (FATAL)" in dump and "address already in use" in dump, dump
     assert "net-worker-0.log (RUNNING)" in dump and "gateway refused" in dump, dump

@@ -191,6 +191,12 @@ class Supervisor:
             raise
         return True
 
+    def restart(self, name: str) -> None:
+        """Stop ``name`` if it runs, then start it, waiting for both: ``supervisorctl restart``.
+        The stop always waits: supervisord refuses to spawn a program that is still stopping."""
+        self.stop(name)
+        self.start(name)
+
     def stop_all(self, wait: bool = True) -> list[ProcessResult]:
         """Stop every running program; the ones that failed to stop (none: all stopped).
         Programs already stopped are no failure: supervisord skips them, and one that stopped

@@ -9,13 +9,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from ops_tools.deploy.supervisor_rpc import Supervisor
 from tests.ansible.conftest import (
     ROOT,
     VENV_BIN,
@@ -45,10 +45,12 @@ def converge(state: Path, spec: Path, binary: Path, ports: dict[str, int], defer
     assert proc.returncode == 0, tail(proc)
 
 
+def supervisor(state: Path) -> Supervisor:
+    return Supervisor(state / "supervisor" / "supervisord.conf")
+
+
 def node_pid(state: Path) -> int:
-    out = subprocess.run(["supervisorctl", "-c", str(state / "supervisor" / "supervisord.conf"),
-                          "pid", "net-node-0"], capture_output=True, text=True, check=False)
-    return int(out.stdout.strip())
+    return supervisor(state).process("net-node-0").pid
 
 
 def started_at(pid: int) -> float:
@@ -116,7 +118,6 @@ def test_files_the_running_node_was_started_from_are_recorded_without_a_restart(
         b.chmod(0o755)
     installed = state / "node-0" / "bin" / "net-node"
     manifest = state / "node-0" / "deployed.json"
-    conf = state / "supervisor" / "supervisord.conf"
 
     converge(state, rendered_spec, first, ports, defer=False)
     assert json.loads(manifest.read_text())["watched"][str(installed)] == sha256(first)
@@ -129,8 +130,7 @@ def test_files_the_running_node_was_started_from_are_recorded_without_a_restart(
     # Whole seconds apart: the process's start time is known to the clock tick, the boot time
     # it is counted from only to the second.
     time.sleep(1.5)
-    subprocess.run(["supervisorctl", "-c", str(conf), "restart", "net-node-0"], check=True,
-                   capture_output=True)
+    supervisor(state).restart("net-node-0")
     started = node_pid(state)
 
     converge(state, rendered_spec, second, ports, defer=False)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from ops_tools.deploy.supervisor_rpc import Supervisor
 from tests.ansible.conftest import (
     ROOT,
     VENV_BIN,
@@ -48,16 +49,17 @@ def converge(state: Path, port: int, slow_s: float, *extra: str) -> dict:
     return json.loads((state / "converge.json").read_text())
 
 
+def supervisor(state: Path) -> Supervisor:
+    return Supervisor(state / "supervisor" / "supervisord.conf")
+
+
 def pid(state: Path) -> int:
-    out = subprocess.run(["supervisorctl", "-c", str(state / "supervisor" / "supervisord.conf"),
-                          "pid", "net-sample"], capture_output=True, text=True, check=False)
-    return int(out.stdout.strip())
+    return supervisor(state).process("net-sample").pid
 
 
 def test_restart_follows_state_not_the_run(state: Path) -> None:
     port = free_port()
     config = state / "sample-0" / "sample.yml"
-    conf = str(state / "supervisor" / "supervisord.conf")
     first = converge(state, port, 0.5)
     assert first["restarted"] and first["reason"] == "never started by this role"
     wanted = config.read_bytes()
@@ -76,13 +78,10 @@ def test_restart_follows_state_not_the_run(state: Path) -> None:
     checked = converge(state, port, 0.5, "--check")
     assert not checked["restarted"] and checked["changed_files"] == []
     # A stopped service: check mode says it would start it, and leaves it stopped.
-    subprocess.run(["supervisorctl", "-c", conf, "stop", "net-sample"], check=True,
-                   capture_output=True)
+    supervisor(state).stop("net-sample")
     checked = converge(state, port, 0.5, "--check")
     assert checked["restarted"] and checked["reason"].startswith("not running")
-    status = subprocess.run(["supervisorctl", "-c", conf, "status", "net-sample"],
-                            capture_output=True, text=True, check=False).stdout
-    assert "STOPPED" in status
+    assert supervisor(state).process("net-sample").statename == "STOPPED"
     fixed = converge(state, port, 0.5)
     assert fixed["restarted"] and fixed["changed_files"] == [] and pid(state) > 0
 

@@ -3,6 +3,7 @@ against a real supervisord."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from ops_tools.deploy.supervisor_rpc import Supervisor, SupervisorError
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.process  # starts processes (tests/process_lane.py)
@@ -50,7 +52,8 @@ def supervisord(tmp_path: Path):
             time.sleep(0.2)
         yield conf
     finally:
-        subprocess.run(["supervisorctl", "-c", str(conf), "shutdown"], capture_output=True)
+        with contextlib.suppress(SupervisorError):
+            Supervisor(conf).shutdown()
 
 
 def test_a_running_program_is_running(supervisord: Path) -> None:
@@ -61,7 +64,7 @@ def test_a_running_program_is_running(supervisord: Path) -> None:
 
 
 def test_a_stopped_program_is_not(supervisord: Path) -> None:
-    subprocess.run(["supervisorctl", "-c", str(supervisord), "stop", "sleeper"], check=True)
+    Supervisor(supervisord).stop("sleeper")
     assert net_service.service_state("supervisor", "sleeper", str(supervisord)) == (
         "STOPPED",
         False,

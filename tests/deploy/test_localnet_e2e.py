@@ -24,6 +24,8 @@ import yaml
 from ops_tools.chain.rpc import RpcClient
 from ops_tools.chainspec.header import DIGEST_PRE_RUNTIME, DigestItem
 from ops_tools.chainspec.scale import Reader
+from ops_tools.deploy.paths import supervisor_conf
+from ops_tools.deploy.supervisor_rpc import Supervisor
 from tests.conftest import ROOT
 from tests.devnode_js import client as js_client
 
@@ -142,19 +144,15 @@ def test_an_up_with_unchanged_inputs_runs_no_playbook_unless_a_program_is_down(l
     assert quick.returncode == 0, quick.stderr
     assert json.loads(quick.stdout)["changed"] == 0
     assert json.loads(quick.stdout)["genesis_hash"] == result["genesis_hash"]
-    venv_ctl = Path(sys.executable).with_name("supervisorctl")
-    ctl = [str(venv_ctl) if venv_ctl.exists() else "supervisorctl", "-c",
-           str(state / "supervisor" / "supervisord.conf")]
-    status = subprocess.run([*ctl, "status"], capture_output=True, text=True, check=False)
-    program = status.stdout.split()[0]
-    subprocess.run([*ctl, "stop", program], capture_output=True, text=True, check=True)
+    supervisor = Supervisor(supervisor_conf(state))
+    program = supervisor.processes()[0].namespec
+    assert supervisor.stop(program)  # it ran
     # The inputs still match, the world does not: the playbook runs and starts it again.
     repaired = ops("localnet", "up", "--json", env=env)
     assert repaired.returncode == 0, repaired.stderr
     assert json.loads(repaired.stdout)["changed"] > 0
-    status = subprocess.run([*ctl, "status", program], capture_output=True, text=True,
-                            check=False)
-    assert "RUNNING" in status.stdout, status.stdout
+    status = supervisor.process(program)
+    assert status.statename == "RUNNING", status
 
 
 def test_a_second_network_on_the_same_ports_is_refused(localnet, tmp_path):

@@ -1,7 +1,8 @@
 """ops_tools/deploy/supervisor_rpc.py against a real supervisord (Debian's) on a unix socket in
 a temporary directory, laid out as a local network's state so localnet's down() is asked too:
-status and pid, a stop then a start, a stop of everything with one program already stopped,
-and the errors when nothing (or nothing that answers) is on the socket."""
+status and pid, a stop then a start, a restart of a running and of a stopped program, a stop of
+everything with one program already stopped, and the errors when nothing (or nothing that
+answers) is on the socket."""
 
 from __future__ import annotations
 
@@ -122,6 +123,17 @@ def test_stop_then_start(sup: Supervisor) -> None:
     after = sup.process("alpha")
     assert after.statename == "RUNNING" and after.pid not in (0, before)
     assert sup.start("alpha") is False  # already started
+
+
+def test_restart_of_a_running_and_of_a_stopped_program(sup: Supervisor) -> None:
+    before = sup.process("alpha").pid
+    sup.restart("alpha")
+    after = sup.process("alpha")
+    assert after.statename == "RUNNING" and after.pid not in (0, before)
+    sup.stop("alpha")
+    sup.restart("alpha")  # not running: started, no error
+    again = sup.process("alpha")
+    assert again.statename == "RUNNING" and again.pid not in (0, after.pid)
 
 
 def test_stop_all_with_one_already_stopped_succeeds(sup: Supervisor) -> None:

@@ -36,12 +36,8 @@ def localnet(shared_localnet):
     return net.env, net.state
 
 
-def supervisorctl(state: Path, *args: str) -> str:
-    return network.supervisorctl(state, *args).stdout
-
-
 def running(state: Path, program: str) -> bool:
-    return "RUNNING" in supervisorctl(state, "status", program).split()
+    return network.supervisor(state).process(program).statename == "RUNNING"
 
 
 def drill(env: dict[str, str], *args: str) -> dict:
@@ -67,7 +63,7 @@ def show(report: dict) -> None:
 
 def test_a_drill_refuses_a_sick_network(localnet):
     env, state = localnet
-    supervisorctl(state, "stop", "net-node-authority-0")
+    network.supervisor(state).stop("net-node-authority-0")
     try:
         proc = ops("drill", "authority-down", "--json", env=env)
         assert proc.returncode != 0
@@ -79,7 +75,7 @@ def test_a_drill_refuses_a_sick_network(localnet):
         assert journal["status"] == "declined" and "inject" not in {
             s["name"] for s in journal["steps"]}
     finally:
-        supervisorctl(state, "start", "net-node-authority-0")
+        network.supervisor(state).start("net-node-authority-0")
     assert_healthy(state)
 
 

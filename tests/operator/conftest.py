@@ -31,6 +31,7 @@ import yaml
 
 from ops_tools.chainspec.runtime import build_runtime_blob
 from ops_tools.checksums import sha256_file
+from ops_tools.deploy.supervisor_rpc import Supervisor, SupervisorError
 from ops_tools.devnode.runtime.blob import VERSION
 from tests.conftest import ROOT, free_port
 
@@ -472,8 +473,8 @@ class Operator:
         conf = self.supervisor_root / "supervisord.conf"
         pidfile = self.supervisor_root / "supervisord.pid"
         if conf.exists():
-            subprocess.run(["supervisorctl", "-c", str(conf), "shutdown"], capture_output=True,
-                           timeout=60, check=False)
+            with contextlib.suppress(SupervisorError):
+                Supervisor(conf).shutdown()
         if pidfile.exists():
             # supervisord removes its pid file on exit; one that outlives the shutdown is killed.
             pid = int(pidfile.read_text().strip() or 0)

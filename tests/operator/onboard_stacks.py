@@ -25,6 +25,7 @@ import httpx
 import yaml
 from substrateinterface import Keypair
 
+from ops_tools.deploy.supervisor_rpc import Supervisor, SupervisorError
 from tests.conftest import ROOT, free_port
 from tests.localnet import started
 from tests.services.gateway.harness import (
@@ -81,8 +82,8 @@ def _supervisord(root: Path) -> Path:
 def _stop_supervisord(conf: Path) -> None:
     pidfile = conf.parent / "s.pid"
     pid = int(pidfile.read_text().strip()) if pidfile.exists() else 0
-    subprocess.run(["supervisorctl", "-c", str(conf), "shutdown"], capture_output=True,
-                   timeout=60, check=False)
+    with contextlib.suppress(SupervisorError):
+        Supervisor(conf).shutdown()
     deadline = time.monotonic() + 30
     while pid and pidfile.exists() and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from ops_tools.deploy.supervisor_rpc import Supervisor
 from ops_tools.errors import InputError, OpsError
 from ops_tools.operator import gateway_client, runner
 from ops_tools.operator.context import TEST_ENGINE, Context, Options
@@ -99,9 +99,8 @@ def settle(ctx: Context, step) -> runner.RunResult:
     return result
 
 
-def supervisorctl(net: dict, *args: str) -> str:
-    return subprocess.run(["supervisorctl", "-c", str(net["supervisor_conf"]), *args],
-                          capture_output=True, text=True, timeout=60, check=False).stdout
+def supervisor(net: dict) -> Supervisor:
+    return Supervisor(net["supervisor_conf"])
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +113,7 @@ def worker(stack):
     try:
         yield opts
     finally:
-        supervisorctl(stack, "stop", opts.program)
+        supervisor(stack).stop(opts.program)
 
 
 def behind(ctx: Context, address: str) -> int:
@@ -164,7 +163,7 @@ def test_a_run_where_everything_holds_redoes_nothing(worker):
 ])
 def test_daemon_redone_when_its_worker_is_gone(stack, worker, remove, reason):
     if remove == "stop":
-        supervisorctl(stack, "stop", worker.program)
+        supervisor(stack).stop(worker.program)
     elif remove == "config":
         path = worker.state_dir / "worker.yml"
         path.write_text(path.read_text().replace("log_level: info", "log_level: debug"))
@@ -177,7 +176,7 @@ def test_daemon_redone_when_its_worker_is_gone(stack, worker, remove, reason):
     assert why is not None and reason in why
     result = settle(ctx, daemon)
     assert result.ran == ["daemon"] and reason in result.redone["daemon"]
-    assert "RUNNING" in supervisorctl(stack, "status", worker.program)
+    assert supervisor(stack).process(worker.program).statename == "RUNNING"
     assert daemon.check(ctx) is None
 
 
@@ -186,7 +185,7 @@ def test_daemon_redone_when_the_gateway_does_not_list_it_live(stack, worker):
     process is frozen): the check asks the gateway, not the service manager alone."""
     ctx = context(worker)
     assert daemon.check(ctx) is None
-    pid = int(supervisorctl(stack, "pid", worker.program).strip())
+    pid = supervisor(stack).process(worker.program).pid
     # A stall the worker comes back from while the check reads again: it is not restarted.
     os.kill(pid, signal.SIGSTOP)
     try:
@@ -194,18 +193,18 @@ def test_daemon_redone_when_the_gateway_does_not_list_it_live(stack, worker):
     finally:
         threading.Timer(4.0, os.kill, (pid, signal.SIGCONT)).start()
     assert daemon.check(ctx) is None
-    assert int(supervisorctl(stack, "pid", worker.program).strip()) == pid
+    assert supervisor(stack).process(worker.program).pid == pid
     os.kill(pid, signal.SIGSTOP)
     try:
         wait_for(lambda: not live(ctx), 60, "the gateway to drop the frozen worker")
-        assert "RUNNING" in supervisorctl(stack, "status", worker.program)
+        assert supervisor(stack).process(worker.program).statename == "RUNNING"
         # Redone while frozen: supervisord's restart ends it (SIGKILL after stopwaitsecs).
         result = settle(ctx, daemon)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGCONT)
     assert "does not list the worker as live" in result.redone["daemon"]
-    assert int(supervisorctl(stack, "pid", worker.program).strip()) != pid
+    assert supervisor(stack).process(worker.program).pid != pid
     # Live again, and the check holds (within an epoch or two: on this stack's 3 s epochs a
     # loaded machine can see the new worker's heartbeat arrive late for a moment).
     wait_for(lambda: live(ctx) and daemon.check(ctx) is None, 30,
@@ -219,7 +218,7 @@ def test_daemon_waits_until_the_restarted_worker_holds_the_gateways_token(stack,
     announcement is held back 10 s (the development node frozen under the worker's first chain
     read): the step waits for the worker's ``/ready``, then a test request through the gateway
     is answered by it. (CI once saw all 80 test requests spent within the cool-down.)"""
-    supervisorctl(stack, "stop", worker.program)
+    supervisor(stack).stop(worker.program)
     ctx = context(worker)
     why = daemon.check(ctx)
     assert why is not None and "is not running" in why
@@ -377,5 +376,5 @@ def test_a_chain_without_the_journaled_block_is_named_re_created(stack, worker):
     assert ctx.recreated
     assert any("the network was re-created" in text for kind, _t, text in display.lines
                if kind == "note")
-    supervisorctl(stack, "stop", worker.program)
+    supervisor(stack).stop(worker.program)
     assert daemon.check(ctx).endswith("is not running (supervisor): the network was re-created")

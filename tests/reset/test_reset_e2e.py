@@ -25,9 +25,10 @@ from substrateinterface import Keypair, SubstrateInterface
 
 from ops_tools.chain.rpc import RpcClient
 from ops_tools.chainspec.hashing import blake2_128_concat, storage_prefix
+from ops_tools.deploy.supervisor_rpc import ProcessInfo, Supervisor
 from tests.build.conftest import FIXTURE, SuiteRepo, git
 from tests.conftest import ROOT
-from tests.localnet import started
+from tests.localnet import started, supervisor
 
 pytestmark = pytest.mark.slow
 OPS_TOOLS = Path(sys.executable).with_name("ops-tools")
@@ -176,14 +177,14 @@ def test_new_revision_resets_the_network(world):
 
 def test_same_revision_is_nothing_to_do_and_touches_no_host(world):
     env, suite, _base = world
-    programs_before = run_supervisorctl(env, "status")
+    programs_before = supervisor_of(env).processes()
     result = cycle(env, suite)  # no --yes: nothing destructive may be needed
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["decision"] == "nothing"
     assert [p["name"] for p in report["phases"]] == ["build", "render", "compare", "decide"]
     assert report["expected_genesis"] == RpcClient(PUBLIC).genesis_hash()
-    assert uptimes(run_supervisorctl(env, "status")) >= uptimes(programs_before)
+    assert uptimes(supervisor_of(env).processes()) >= uptimes(programs_before)
 
 
 NODES = ("authority-0", "authority-1", "rpc-0")
@@ -201,14 +202,14 @@ def program(host: str) -> str:
 
 def stop_by_pid(env, host: str) -> None:
     """Ends the node's process as a crash or an operator's kill would, not through supervisor."""
-    pid = int(run_supervisorctl(env, "pid", program(host)).strip())
+    pid = supervisor_of(env).process(program(host)).pid
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + 30
     while Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text():
         assert time.monotonic() < deadline, f"{host} (pid {pid}) did not stop"
         time.sleep(0.1)
-    status = run_supervisorctl(env, "status", program(host))
-    assert "RUNNING" not in status, f"supervisor brought {host} back by itself: {status}"
+    status = supervisor_of(env).process(program(host))
+    assert status.statename != "RUNNING", f"supervisor brought {host} back by itself: {status}"
 
 
 def chain_state(url: str) -> tuple[int, str]:
@@ -233,7 +234,7 @@ def assert_repaired_with_the_same_chain(env, suite, base, down, before):
         assert evidence["nodes"][host]["deployed"] == genesis
         assert evidence["nodes"][host]["serves"] == (None if host in down else genesis)
     for host in down:  # a dry run touches nothing
-        assert "RUNNING" not in run_supervisorctl(env, "status", program(host))
+        assert supervisor_of(env).process(program(host)).statename != "RUNNING"
 
     result = cycle(env, suite, "--yes")
     assert result.returncode == 0, result.stderr
@@ -270,7 +271,8 @@ def test_every_node_stopped_is_repaired_not_reset(world):
     env, suite, base = world
     genesis = RpcClient(PUBLIC).genesis_hash()
     best, alice = chain_state(PUBLIC)
-    run_supervisorctl(env, "stop", *(program(h) for h in NODES))
+    for host in NODES:
+        supervisor_of(env).stop(program(host))
     assert_repaired_with_the_same_chain(env, suite, base, list(NODES), (genesis, best, alice))
 
 
@@ -294,19 +296,16 @@ def test_force_reset_says_what_it_deletes_and_refuses_without_yes(world):
     wait_finality(RpcClient(PUBLIC))
 
 
-def run_supervisorctl(env, *args) -> str:
-    conf = Path(env["NET_LOCALNET_DIR"]) / "supervisor" / "supervisord.conf"
-    return subprocess.run(
-        ["supervisorctl", "-c", str(conf), *args], capture_output=True, text=True, check=False
-    ).stdout
+def supervisor_of(env: dict[str, str]) -> Supervisor:
+    return supervisor(Path(env["NET_LOCALNET_DIR"]))
 
 
-def uptimes(status: str) -> int:
+def uptimes(programs: list[ProcessInfo]) -> int:
     """Sum of the programs' uptimes in seconds: it only grows when no program restarted."""
     total = 0
-    for line in status.splitlines():
-        if "uptime" in line:
-            h, m, s = line.rsplit("uptime", 1)[1].strip().split(":")
+    for p in programs:
+        if "uptime" in p.description:
+            h, m, s = p.description.rsplit("uptime", 1)[1].strip().split(":")
             total += int(h) * 3600 + int(m) * 60 + int(s)
     return total
 
@@ -374,7 +373,7 @@ def test_authority_not_back_in_time_stops_the_cycle_then_resume_completes(world,
     finally:
         shutil.move(aside, gran_key)  # the operator's fix: the key is back
     # The journal says authority-0 was started; the world no longer agrees.
-    run_supervisorctl(env, "stop", program("authority-0"))
+    supervisor_of(env).stop(program("authority-0"))
     resumed = cycle(env, suite, "--resume", "--yes", ref="ignored-on-resume")
     assert resumed.returncode == 0, resumed.stderr
     report = json.loads(resumed.stdout)
